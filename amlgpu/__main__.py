@@ -1,0 +1,5 @@
+import sys
+
+from amlgpu.cli import main
+
+sys.exit(main())

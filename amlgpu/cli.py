@@ -1,0 +1,53 @@
+"""``amlgpu``: plan, check, emulate and submit distributed GPU training on Azure ML.
+
+Each subcommand lives in :mod:`amlgpu.commands` as a module with ``register(subparsers)``, which
+adds its parser and sets ``func``. Exit codes are the same everywhere: 0 success, 1 a mandatory
+policy failed (artifacts still written), 2 bad input (nothing written), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from amlgpu.errors import EXIT_USAGE, UserError
+
+COMMANDS = ("plan",)
+"""Modules under amlgpu.commands, in the order ``--help`` lists them."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own exit code is 2 as well; keep its usage line
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="amlgpu",
+        description="Distributed GPU training on Azure Machine Learning, as code: "
+        "plan the Pulumi stack offline, check it against policy, emulate runs locally, submit them.",
+        epilog="Exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(f"amlgpu.commands.{name.replace('-', '_')}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

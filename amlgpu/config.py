@@ -1,0 +1,259 @@
+"""The stack model: one validated object built from a stack's ``aml-gpu-training:*`` config.
+
+Precedence and sources, explicitly:
+
+1. ``aml-gpu-training:<key>`` values of the stack (``Pulumi.<stack>.yaml``), handed over by the
+   Pulumi CLI (``pulumi up``) or by :mod:`amlgpu.plan` (offline) the same way;
+2. ``azure-native:location`` for the region when ``workspace.location`` is not set;
+3. the model's defaults, which are the secure ones.
+
+Cross-references (a run's cluster and environment, placeholders, the code folder) are checked here,
+so a stack that validates can always be planned. Whether a run *fits* its cluster is policy.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic_core import PydanticCustomError
+
+from amlgpu import NAMESPACE
+from amlgpu.errors import ConfigError
+from amlgpu.stackfile import StackFile
+from infra.model import Cluster, Environment, Network, Workspace
+from jobs.model import Run
+from policies.waivers import Waiver
+
+LOCATION_KEY = "azure-native:location"
+
+
+def _reference_error(key: str, message: str) -> PydanticCustomError:
+    """A stack-level error that names the exact key (pydantic's loc would only name the stack)."""
+    return PydanticCustomError("stack_reference", "{key}: {message}", {"key": key, "message": message})
+
+
+class StackConfig(BaseModel):
+    """Everything one stack declares."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    location: str = Field(min_length=1)
+    workspace: Workspace
+    network: Network = Network()
+    clusters: list[Cluster] = Field(min_length=1)
+    environments: list[Environment] = []
+    jobs: list[Run] = []
+    waivers: list[Waiver] = []
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> StackConfig:
+        for section in ("clusters", "environments", "jobs"):
+            seen: set[str] = set()
+            for i, item in enumerate(getattr(self, section)):
+                # Azure treats these names case-insensitively.
+                if item.name.lower() in seen:
+                    raise _reference_error(f"{section}[{i}].name", f"duplicate name {item.name!r}")
+                seen.add(item.name.lower())
+        builder = self.workspace.image_build_compute.name.lower()
+        if self.workspace.public_network_access == "Disabled":
+            for i, cluster in enumerate(self.clusters):
+                if cluster.name.lower() == builder:
+                    raise _reference_error(
+                        f"clusters[{i}].name",
+                        f"{cluster.name!r} is the image-build cluster's name; "
+                        "rename the cluster or set workspace.image_build_compute.name",
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _runs_reference_the_stack(self, info: ValidationInfo) -> StackConfig:
+        root = Path((info.context or {}).get("root", "."))
+        clusters = {c.name: c for c in self.clusters}
+        environments = {e.name: e for e in self.environments}
+        for i, run in enumerate(self.jobs):
+            where = f"jobs[{i}]"
+            if run.compute not in clusters:
+                raise _reference_error(
+                    f"{where}.compute", f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}"
+                )
+            if not run.environment.startswith("azureml:") and run.environment not in environments:
+                raise _reference_error(
+                    f"{where}.environment",
+                    f"run {run.name!r}: unknown environment {run.environment!r}"
+                    f"{_hint(run.environment, environments)} (or give a full azureml: reference)",
+                )
+            missing = run.undeclared_placeholders()
+            if missing:
+                raise _reference_error(
+                    f"{where}.command", f"run {run.name!r}: {', '.join(missing)} has no declared input/output"
+                )
+            if not (root / run.code).is_dir():
+                raise _reference_error(
+                    f"{where}.code", f"run {run.name!r}: folder {run.code!r} does not exist under the project root"
+                )
+        return self
+
+    def cluster(self, name: str) -> Cluster:
+        return next(c for c in self.clusters if c.name == name)
+
+    def environment(self, name: str) -> Environment | None:
+        return next((e for e in self.environments if e.name == name), None)
+
+    @property
+    def workspace_location(self) -> str:
+        return self.workspace.location or self.location
+
+
+def _hint(value: str, known: Mapping[str, object]) -> str:
+    close = difflib.get_close_matches(value, list(known), n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; known: {', '.join(known) or 'none declared'}"
+
+
+_FIELDS = tuple(name for name in StackConfig.model_fields if name != "location")
+
+
+_UNION_TAGS = {"str", "int", "float", "bool", "pytorch", "mpi", "tensorflow"}
+
+
+def _is_tag(part: object, previous: object) -> bool:
+    """A union member's tag that pydantic puts in ``loc``, not a key the user wrote."""
+    if not isinstance(part, str):
+        return False
+    if part[:1].isupper() or "[" in part or part in {"str", "int", "float", "bool"}:
+        return True
+    return previous == "distribution" and part in _UNION_TAGS
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    previous: object = None
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _is_tag(part, previous):
+            out += f".{part}" if out else part
+        previous = part
+    return out
+
+
+def _raise_first(err: ValidationError, file: str, data: Mapping[str, Any]) -> None:
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    loc = tuple(first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    key_loc = _format_loc(loc)
+    deeper = [e for e in errors if _format_loc(tuple(e["loc"])).startswith(key_loc + ".")]
+    if deeper and any(_is_tag(p, None) for p in loc):
+        # A union where the structured member got further: its error is the one the user needs.
+        return _raise_first(ValidationError.from_exception_data(err.title, [_line(deeper[0])]), file, data)
+    union = [e for e in errors if _format_loc(tuple(e["loc"])) == key_loc and e is not first]
+    if union and any(_is_tag(p, None) for p in loc):
+        # Every member of a union failed: say what the value may be, not why the first member failed.
+        message = f"invalid value {json.dumps(first.get('input'), default=str)[:80]}: " + "; ".join(
+            dict.fromkeys(e["msg"] for e in [first, *union])
+        )
+    elif first["type"] == "extra_forbidden" and loc:
+        parent_fields = _fields_at(loc[:-1])
+        message = f"unknown key {loc[-1]!r}{_hint(str(loc[-1]), dict.fromkeys(parent_fields)) if parent_fields else ''}"
+    elif first["type"] == "missing":
+        message = "required key is missing"
+    elif "input" in first and first["type"] not in ("value_error", "assertion_error"):
+        message = f"{message} (got {json.dumps(first['input'], default=str)[:80]})"
+    if loc and loc[0] == "location":
+        raise ConfigError(f"no region: set {LOCATION_KEY} or workspace.location", file=file, key=LOCATION_KEY)
+    if first["type"] == "stack_reference":
+        ctx = first.get("ctx", {})
+        raise ConfigError(ctx["message"], file=file, key=f"{NAMESPACE}:{ctx['key']}")
+    key = f"{NAMESPACE}:{key_loc}" if loc else NAMESPACE
+    raise ConfigError(message, file=file, key=key)
+
+
+def _line(error: Any) -> Any:
+    return {k: error[k] for k in ("type", "loc", "input", "ctx") if k in error}
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model found at ``loc`` (for did-you-mean hints on unknown keys)."""
+    candidates: list[Any] = [StackConfig]
+    for part in loc:
+        if isinstance(part, int) or not candidates:
+            continue
+        by_tag = [m for m in candidates if _tag_of(m) == part]
+        if by_tag:  # a discriminated union's member
+            candidates = by_tag
+            continue
+        field = next((m.model_fields[part] for m in candidates if part in m.model_fields), None)
+        if field is None:
+            continue  # a dict key (inputs.x) or a union tag pydantic added
+        candidates = _models_in(field.annotation)
+    return list(candidates[0].model_fields) if len(candidates) == 1 else []
+
+
+def _tag_of(model: Any) -> object:
+    field = model.model_fields.get("type")
+    args = getattr(field.annotation, "__args__", ()) if field else ()
+    return args[0] if len(args) == 1 else None
+
+
+def _models_in(annotation: Any) -> list[Any]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
+
+
+def build(values: Mapping[str, Any], *, location: str | None, file: str, root: Path) -> StackConfig:
+    """Validate namespace values (key without namespace -> decoded value) into a :class:`StackConfig`."""
+    unknown = sorted(set(values) - set(_FIELDS))
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(
+            f"unknown key{_hint(key, dict.fromkeys(_FIELDS))}", file=file, key=f"{NAMESPACE}:{key}"
+        )
+    data = {"location": location or "", **values}
+    if not data["location"] and isinstance(values.get("workspace"), dict):
+        data["location"] = values["workspace"].get("location") or ""
+    try:
+        return StackConfig.model_validate(data, context={"root": root})
+    except ValidationError as err:
+        _raise_first(err, file, data)
+        raise  # unreachable: _raise_first always raises
+
+
+def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
+    """The stack model of a parsed stack file."""
+    prefix = f"{NAMESPACE}:"
+    values = {k.removeprefix(prefix): v for k, v in stack.config.items() if k.startswith(prefix)}
+    location = stack.config.get(LOCATION_KEY)
+    return build(values, location=location if isinstance(location, str) else None, file=stack.display, root=root)
+
+
+def from_pulumi_config(stack_name: str, root: Path) -> tuple[StackConfig, frozenset[str]]:
+    """The stack model of the running Pulumi program, and the namespace keys set as secrets.
+
+    Reads every ``aml-gpu-training:*`` key the engine handed over (unknown keys are errors, which
+    ``pulumi.Config`` alone cannot detect), decoding structured values from their JSON strings.
+    """
+    from pulumi.runtime import config as runtime_config
+
+    handed: dict[str, Any] = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    prefix = f"{NAMESPACE}:"
+    values: dict[str, Any] = {}
+    for key, raw in handed.items():
+        if not key.startswith(prefix):
+            continue
+        name = key.removeprefix(prefix)
+        try:
+            values[name] = json.loads(raw) if isinstance(raw, str) and raw[:1] in "[{" else raw
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"not valid JSON: {err}", file=f"Pulumi.{stack_name}.yaml", key=key) from None
+    secret = frozenset(k.removeprefix(prefix) for k in handed if k.startswith(prefix) and runtime_config.is_config_secret(k))
+    location = handed.get(LOCATION_KEY)
+    config = build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root)
+    return config, secret

@@ -1,0 +1,144 @@
+"""Reading ``Pulumi.<stack>.yaml``: the raw config, as the Pulumi CLI would hand it to the program.
+
+The Pulumi CLI passes each config key to the program as a string, structured values JSON-encoded,
+and lists the keys set with ``--secret``. :func:`read` returns exactly that, plus a map from config
+paths to line numbers so errors and policy findings can point into the file.
+
+Encrypted values (``secure: v1:...``) cannot be decrypted offline; they are replaced by
+:data:`SECRET_PLACEHOLDER` and their top-level keys reported as secret, which is how the program
+sees them under ``pulumi preview`` too: as secret values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from amlgpu.errors import ConfigError
+
+SECRET_PLACEHOLDER = "[secret]"
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class StackFile:
+    path: Path
+    config: dict[str, Any]
+    """Every config key (``namespace:key``) with its decoded value."""
+    secret_keys: frozenset[str]
+    lines: dict[Path_, int] = field(repr=False)
+
+    @property
+    def display(self) -> str:
+        return self.path.name
+
+    def line_of(self, path: Path_) -> int:
+        """The line of the deepest part of ``path`` found in the file (1 when none is)."""
+        for end in range(len(path), 0, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]]
+        return 1
+
+    def cli_config(self) -> dict[str, str]:
+        """Config as the Pulumi CLI hands it to a program: strings, structured values as JSON."""
+        return {
+            key: value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            for key, value in self.config.items()
+        }
+
+
+def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            out[(*path, key)] = key_node.start_mark.line + 1
+            _index_lines(value_node, (*path, key), out)
+            out[(*path, key)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index_lines(item, (*path, i), out)
+
+
+def _strip_secrets(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            return SECRET_PLACEHOLDER, True
+        found = False
+        out = {}
+        for k, v in value.items():
+            out[k], secret = _strip_secrets(v)
+            found = found or secret
+        return out, found
+    if isinstance(value, list):
+        items = [_strip_secrets(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read(path: Path) -> StackFile:
+    """Parse a stack file; any problem is a :class:`ConfigError` naming the file (and line)."""
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("stack file not found", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read stack file: {err}", file=str(path)) from None
+    try:
+        node = yaml.compose(text, Loader=_UniqueKeyLoader)
+        document = yaml.load(text, Loader=_UniqueKeyLoader) if node is not None else None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "YAML"
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"invalid YAML: {problem}", file=name, key=where) from None
+    if document is None:
+        raise ConfigError("the file is empty; expected a 'config:' mapping", file=name)
+    if not isinstance(document, dict):
+        raise ConfigError("expected a mapping at the top level with a 'config:' key", file=name)
+    config = document.get("config", {})
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise ConfigError("expected a mapping of 'namespace:key: value'", file=name, key="config")
+    lines: dict[Path_, int] = {}
+    if node is not None:
+        for key_node, value_node in node.value:
+            if key_node.value == "config":
+                _index_lines(value_node, (), lines)
+    decoded: dict[str, Any] = {}
+    secret: set[str] = set()
+    for key, value in config.items():
+        if not isinstance(key, str) or ":" not in key:
+            raise ConfigError(
+                "config keys are 'namespace:key' (e.g. 'aml-gpu-training:workspace')", file=name, key=str(key)
+            )
+        decoded[key], is_secret = _strip_secrets(value)
+        if is_secret:
+            secret.add(key)
+    return StackFile(path=path, config=decoded, secret_keys=frozenset(secret), lines=lines)

@@ -1,0 +1,313 @@
+"""The infrastructure half of the stack model: workspace, network, clusters and environments.
+
+Keys use Azure ML's CLI v2 vocabulary (``size``, ``min_instances``, ``tier``...) so a team can paste
+what it already writes in ``az ml compute create -f`` files. Defaults are the secure ones; every
+relaxation is an explicit key in the stack file, visible in review.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
+
+from infra import naming, skus
+
+
+class Model(BaseModel):
+    """Base for every config section: unknown keys are errors, values are immutable once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------- identity
+
+
+class UserAssignedIdentity(Model):
+    resource_id: str = Field(pattern=r"^/subscriptions/[^/]+/resource[Gg]roups/[^/]+/providers/"
+                                    r"Microsoft\.ManagedIdentity/userAssignedIdentities/[^/]+$")
+
+
+class Identity(Model):
+    """Managed identity, as in CLI v2: ``type`` plus ``user_assigned_identities``."""
+
+    type: Literal["system_assigned", "user_assigned", "system_assigned,user_assigned"] = "system_assigned"
+    user_assigned_identities: list[UserAssignedIdentity] = []
+
+    @model_validator(mode="after")
+    def _user_assigned_listed(self) -> Identity:
+        if "user_assigned" in self.type and not self.user_assigned_identities:
+            raise ValueError(f"identity type {self.type!r} needs at least one user_assigned_identities entry")
+        if "user_assigned" not in self.type and self.user_assigned_identities:
+            raise ValueError("user_assigned_identities is set but identity type is 'system_assigned'")
+        return self
+
+    @property
+    def has_system_assigned(self) -> bool:
+        return "system_assigned" in self.type
+
+
+# --------------------------------------------------------------------------------------------- workspace
+
+
+class CustomerManagedKey(Model):
+    """Workspace encryption with a key the customer holds (CLI v2 ``customer_managed_key``)."""
+
+    key_vault: str = Field(pattern=r"^/subscriptions/.+/providers/Microsoft\.KeyVault/vaults/[^/]+$")
+    key_uri: str = Field(pattern=r"^https://[^/]+\.vault\.azure\.net/keys/[^/]+(/[^/]+)?$")
+
+
+class ImageBuildCompute(Model):
+    """The small CPU cluster that builds environment images when the workspace is private."""
+
+    name: naming.ClusterName = "image-builder"
+    size: str = "Standard_DS3_v2"
+    max_instances: Annotated[StrictInt, Field(ge=1, le=10)] = 1
+
+
+class Workspace(Model):
+    name: naming.WorkspaceName
+    location: str | None = None
+    """Azure region; defaults to the ``azure-native:location`` provider setting."""
+    resource_group: naming.ResourceGroupName | None = None
+    """Defaults to ``rg-<workspace name>``."""
+    sku: Literal["Basic", "Standard", "Premium"] = "Basic"
+    description: str | None = None
+    public_network_access: Literal["Disabled", "Enabled"] = "Disabled"
+    identity: Identity = Identity()
+    primary_user_assigned_identity: str | None = None
+    high_business_impact: StrictBool = False
+    customer_managed_key: CustomerManagedKey | None = None
+    image_build_compute: ImageBuildCompute = ImageBuildCompute()
+    tags: dict[str, str] = {}
+    protect: StrictBool = True
+    """Protect the workspace, its storage and key vault from deletion (``pulumi destroy`` refuses)."""
+    purge_on_destroy: StrictBool = False
+    """Hard-delete the workspace on destroy so its name can be reused at once (soft delete otherwise)."""
+    log_retention_days: Annotated[StrictInt, Field(ge=30, le=730)] = 30
+
+    @model_validator(mode="after")
+    def _primary_identity(self) -> Workspace:
+        if "user_assigned" in self.identity.type and not self.primary_user_assigned_identity:
+            # Azure requires a primary identity once the workspace has user-assigned identities.
+            object.__setattr__(
+                self, "primary_user_assigned_identity", self.identity.user_assigned_identities[0].resource_id
+            )
+        if self.primary_user_assigned_identity and self.primary_user_assigned_identity not in {
+            u.resource_id for u in self.identity.user_assigned_identities
+        }:
+            raise ValueError("primary_user_assigned_identity must be one of identity.user_assigned_identities")
+        return self
+
+    @property
+    def resource_group_name(self) -> str:
+        return self.resource_group or f"rg-{self.name}"
+
+
+# --------------------------------------------------------------------------------------------- network
+
+
+class Network(Model):
+    """A new virtual network (``address_space`` + ``subnet_prefix``) or an existing ``subnet_id``."""
+
+    address_space: str | None = "10.40.0.0/16"
+    subnet_prefix: str | None = "10.40.0.0/20"
+    subnet_id: str | None = Field(
+        default=None,
+        pattern=r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
+                r"virtualNetworks/[^/]+/subnets/[^/]+$",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _existing_subnet_replaces_new_network(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("subnet_id"):
+            extra = [k for k in ("address_space", "subnet_prefix") if data.get(k)]
+            if extra:
+                raise ValueError(f"give either subnet_id or {' and '.join(extra)}, not both")
+            return {**data, "address_space": None, "subnet_prefix": None}
+        return data
+
+    @model_validator(mode="after")
+    def _prefix_inside_space(self) -> Network:
+        if self.subnet_id:
+            return self
+        if not (self.address_space and self.subnet_prefix):
+            raise ValueError("a new network needs both address_space and subnet_prefix (or give subnet_id)")
+        try:
+            space = ipaddress.ip_network(self.address_space)
+            prefix = ipaddress.ip_network(self.subnet_prefix)
+        except ValueError as err:
+            raise ValueError(f"not a CIDR block: {err}") from None
+        if not prefix.subnet_of(space):  # type: ignore[arg-type]
+            raise ValueError(f"subnet_prefix {self.subnet_prefix} is not inside address_space {self.address_space}")
+        if prefix.prefixlen > 24:
+            # AmlCompute needs an address per node plus Azure's 5 reserved ones; /24 is the floor
+            # the Azure ML network-isolation guide recommends for training clusters.
+            raise ValueError(f"subnet_prefix {self.subnet_prefix} is too small for training clusters (use /24 or larger)")
+        return self
+
+    @property
+    def creates_network(self) -> bool:
+        return self.subnet_id is None
+
+
+# --------------------------------------------------------------------------------------------- clusters
+
+
+class Cluster(Model):
+    """One AmlCompute cluster (CLI v2 ``type: amlcompute``)."""
+
+    name: naming.ClusterName
+    size: str
+    min_instances: Annotated[StrictInt, Field(ge=0)] = 0
+    max_instances: Annotated[StrictInt, Field(ge=1)]
+    tier: Literal["dedicated", "low_priority"] = "dedicated"
+    idle_time_before_scale_down: Annotated[StrictInt, Field(ge=0)] = 900
+    enable_node_public_ip: StrictBool = False
+    ssh_public_access_enabled: StrictBool = False
+    identity: Identity = Identity()
+    location: str | None = None
+    description: str | None = None
+    tags: dict[str, str] = {}
+
+    @field_validator("size")
+    @classmethod
+    def _known_size(cls, value: str) -> str:
+        return skus.lookup(value).size  # canonical spelling; raises with close matches
+
+    @model_validator(mode="after")
+    def _scale_range(self) -> Cluster:
+        if self.min_instances > self.max_instances:
+            raise ValueError(
+                f"min_instances ({self.min_instances}) is greater than max_instances ({self.max_instances})"
+            )
+        return self
+
+    @property
+    def sku(self) -> skus.GpuSku:
+        return skus.lookup(self.size)
+
+
+# --------------------------------------------------------------------------------------------- environments
+
+Capability = Literal[
+    "cuda", "rocm", "nccl", "rccl", "mpi", "mpi4py", "horovod", "deepspeed",
+    "pytorch", "lightning", "transformers", "accelerate", "tensorflow", "infiniband",
+]
+
+# What well-known images offer, so `provides` can be left out for them. Each pattern is matched
+# against the image or registry reference; capabilities of every matching row are combined.
+_KNOWN_IMAGES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = tuple(
+    (re.compile(p, re.I), frozenset(c))
+    for p, c in (
+        # Azure Container for PyTorch: PyTorch, DeepSpeed, Open MPI, NCCL, ORT, Nebula.
+        (r"acpt-pytorch", {"cuda", "nccl", "mpi", "pytorch", "deepspeed", "infiniband"}),
+        # Azure ML base images: openmpiX-cudaY-... carry Open MPI and (GPU flavours) NCCL + OFED.
+        (r"azureml/openmpi[\d.]+-cuda", {"cuda", "nccl", "mpi", "infiniband"}),
+        (r"azureml/openmpi[\d.]+-ubuntu", {"mpi"}),
+        (r"rocm", {"rocm", "rccl", "mpi"}),
+        (r"tensorflow", {"tensorflow"}),
+        (r"horovod", {"horovod", "mpi"}),
+        (r"deepspeed", {"deepspeed", "mpi4py"}),
+        (r"(lightning|pytorch-lightning)", {"lightning"}),
+        (r"(huggingface|transformers)", {"transformers", "accelerate"}),
+        (r"(^|[/_-])pytorch|ptca", {"pytorch"}),
+        (r"nvcr\.io/nvidia/pytorch", {"cuda", "nccl", "mpi", "pytorch", "infiniband"}),
+    )
+)
+
+
+def infer_capabilities(reference: str) -> frozenset[str]:
+    """Capabilities of a well-known curated or Azure ML base image (empty when unknown)."""
+    found: set[str] = set()
+    for pattern, caps in _KNOWN_IMAGES:
+        if pattern.search(reference):
+            found |= caps
+    return frozenset(found)
+
+
+class BuildContext(Model):
+    path: str
+    """Folder, relative to the project root, uploaded to the workspace's storage as the build context."""
+    dockerfile_path: str = "Dockerfile"
+
+
+_REGISTRY_REF = re.compile(
+    r"^azureml://registries/(?P<registry>[^/]+)/environments/(?P<name>[^/]+)"
+    r"(/versions/(?P<version>[^/]+)|/labels/(?P<label>[^/]+))?$"
+)
+
+
+class Environment(Model):
+    """A training environment: an image, a Docker build context, or a registry environment."""
+
+    name: naming.EnvironmentName
+    version: naming.AssetVersion | None = None
+    image: str | None = None
+    build: BuildContext | None = None
+    reference: str | None = None
+    """An existing registry environment, ``azureml://registries/<r>/environments/<n>/versions/<v>``."""
+    conda_file: str | None = None
+    description: str | None = None
+    provides: list[Capability] | None = None
+    tags: dict[str, str] = {}
+
+    @field_validator("reference")
+    @classmethod
+    def _registry_reference(cls, value: str | None) -> str | None:
+        if value is not None and not _REGISTRY_REF.match(value):
+            raise ValueError(
+                f"reference {value!r} is not a registry environment "
+                "(azureml://registries/<registry>/environments/<name>/versions/<version>)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> Environment:
+        given = [k for k in ("image", "build", "reference") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of image, build or reference"
+                + (f" (got {' and '.join(given)})" if given else "")
+            )
+        if self.reference is None and self.version is None:
+            raise ValueError("version is required for an image or build environment (pin it, e.g. version: \"1\")")
+        if self.reference is not None and (self.conda_file or self.version):
+            raise ValueError("a registry reference carries its own version and conda file; remove version/conda_file")
+        return self
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the environment offers: declared ``provides`` or, failing that, inferred from the image."""
+        if self.provides is not None:
+            return frozenset(self.provides)
+        return infer_capabilities(self.image or self.reference or "")
+
+    @property
+    def is_pinned(self) -> bool:
+        """Pinned to an exact image (digest or explicit tag other than latest) or registry version."""
+        if self.reference is not None:
+            match = _REGISTRY_REF.match(self.reference)
+            return bool(match and match.group("version") and match.group("version") != "latest")
+        if self.image is not None:
+            if "@sha256:" in self.image:
+                return True
+            last = self.image.rsplit("/", 1)[-1]
+            return ":" in last and not last.endswith(":latest")
+        return True  # a build context is pinned by the environment version
+
+    @property
+    def asset_id(self) -> str:
+        """How a job names it: ``azureml:<name>:<version>`` or the registry reference."""
+        return self.reference or f"azureml:{self.name}:{self.version}"

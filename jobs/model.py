@@ -1,0 +1,190 @@
+"""The run model: a distributed training run, declared in Azure ML's CLI v2 ``commandJob`` vocabulary.
+
+The same model serves stack files (``aml-gpu-training:jobs``) and Python::
+
+    from jobs.model import Run
+    Run(name="cifar-ddp", code="jobs/workloads", command="python train.py",
+        environment="acpt", compute="gpu-a100",
+        resources={"instance_count": 2}, distribution={"type": "pytorch"})
+
+Only the shape of a run is checked here. Whether it fits its cluster and environment (processes per
+GPU, InfiniBand, MPI in the image...) is judged by the policy pack, and references to the stack's
+clusters and environments are resolved by :mod:`jobs.resolve`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
+
+from infra import naming
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PositiveCount = Annotated[StrictInt, Field(ge=1)]
+
+# ------------------------------------------------------------------------------------------ distribution
+
+
+class PyTorchDistribution(Model):
+    """Azure ML starts ``instance_count x process_count_per_instance`` processes and sets
+    MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK, RANK and LOCAL_RANK for each."""
+
+    type: Literal["pytorch"]
+    process_count_per_instance: PositiveCount | None = None
+
+
+class MpiDistribution(Model):
+    """Azure ML runs ``mpirun`` with ``process_count_per_instance`` ranks per node; each rank sees
+    OMPI_COMM_WORLD_* and AZ_BATCH_MASTER_NODE."""
+
+    type: Literal["mpi"]
+    process_count_per_instance: PositiveCount | None = None
+
+
+class TensorFlowDistribution(Model):
+    """Azure ML sets TF_CONFIG for ``worker_count`` workers and ``parameter_server_count`` servers."""
+
+    type: Literal["tensorflow"]
+    worker_count: PositiveCount | None = None
+    parameter_server_count: Annotated[StrictInt, Field(ge=0)] = 0
+
+
+Distribution = Annotated[
+    PyTorchDistribution | MpiDistribution | TensorFlowDistribution,
+    Field(discriminator="type"),
+]
+
+# ------------------------------------------------------------------------------------------ data
+
+InputMode = Literal["ro_mount", "download", "direct", "eval_mount", "eval_download"]
+OutputMode = Literal["rw_mount", "upload", "direct"]
+DataType = Literal["uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model"]
+
+
+class DataInput(Model):
+    type: DataType = "uri_folder"
+    path: StrictStr
+    mode: InputMode | None = None
+    description: str | None = None
+
+
+class DataOutput(Model):
+    type: DataType = "uri_folder"
+    path: StrictStr | None = None
+    mode: OutputMode | None = None
+    description: str | None = None
+
+
+Literal_ = StrictBool | StrictInt | StrictFloat | StrictStr
+Input = Literal_ | DataInput
+
+# ------------------------------------------------------------------------------------------ the rest
+
+SHM_SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]$")
+
+
+class Resources(Model):
+    instance_count: PositiveCount = 1
+    shm_size: str | None = None
+    docker_args: str | None = None
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, value: str | None) -> str | None:
+        if value is not None and not SHM_SIZE.match(value):
+            raise ValueError(f"shm_size {value!r} is not <number><b|k|m|g>, e.g. '16g'")
+        return value
+
+
+class Limits(Model):
+    timeout: PositiveCount | None = None
+    """Seconds before Azure ML cancels the run."""
+
+
+class JobIdentity(Model):
+    type: Literal["user_identity", "managed", "aml_token"]
+    client_id: str | None = None
+    object_id: str | None = None
+    resource_id: str | None = None
+
+
+class QueueSettings(Model):
+    job_tier: Literal["spot", "basic", "standard", "premium"] | None = None
+    priority: Literal["low", "medium", "high"] | None = None
+
+
+class Service(Model):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: Literal["ssh", "jupyter_lab", "tensor_board", "vs_code"]
+
+
+PLACEHOLDER = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+class Run(Model):
+    """A declared distributed run; field names and meanings are Azure ML's ``commandJob``'s."""
+
+    name: naming.RunName
+    display_name: str | None = None
+    experiment_name: str | None = None
+    description: str | None = None
+    tags: dict[str, str] = {}
+    code: str
+    """Folder relative to the project root, uploaded as the run's snapshot."""
+    command: Annotated[str, Field(min_length=1)]
+    environment: str
+    """A stack environment's name, ``azureml:<name>:<version>`` or a registry reference."""
+    compute: str
+    """A stack cluster's name (``azureml:<name>`` is accepted too)."""
+    inputs: dict[str, Input] = {}
+    outputs: dict[str, DataOutput] = {}
+    environment_variables: dict[str, str] = {}
+    resources: Resources = Resources()
+    distribution: Distribution
+    limits: Limits = Limits()
+    identity: JobIdentity | None = None
+    services: dict[str, Service] = {}
+    queue_settings: QueueSettings | None = None
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("command is empty")
+        return value
+
+    @field_validator("compute")
+    @classmethod
+    def _strip_compute_prefix(cls, value: str) -> str:
+        return value.removeprefix("azureml:")
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _identifier_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"{key!r} is not a valid input/output name (letters, digits, '_')")
+        return value
+
+    def placeholders(self) -> list[tuple[str, str]]:
+        """The ``${{inputs.x}}`` / ``${{outputs.x}}`` references in ``command``, in order."""
+        return [(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(self.command)]
+
+    def undeclared_placeholders(self) -> list[str]:
+        declared = {"inputs": self.inputs, "outputs": self.outputs}
+        return [f"${{{{{kind}.{key}}}}}" for kind, key in self.placeholders() if key not in declared[kind]]

@@ -1,0 +1,105 @@
+"""A run resolved against its stack: the Azure ML job spec plus the facts policies judge it by.
+
+This is the contract between the job module (which builds it), the Pulumi program (which carries it
+as the props of a ``DistributedRun`` component, so CrossGuard sees it at preview) and the policy
+pack (which reads it back with :meth:`ResolvedRun.from_props`). Props round-trip through the engine,
+which turns integers into floats: :meth:`from_props` restores them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
+"""The Pulumi type token of the component that carries a resolved run."""
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    name: str
+    size: str
+    gpus: int
+    gpu_vendor: str
+    rdma: bool
+    sriov: bool
+    infiniband: bool
+    min_instances: int
+    max_instances: int
+    tier: str
+
+
+@dataclass(frozen=True)
+class EnvironmentFacts:
+    id: str
+    """How the job names it: ``azureml:<name>:<version>`` or a registry reference."""
+    name: str | None
+    """The stack environment's name; None for an external reference."""
+    source: str
+    """``image``, ``build``, ``reference`` (a stack registry environment) or ``external``."""
+    capabilities: tuple[str, ...]
+    pinned: bool
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    name: str
+    spec: dict[str, Any]
+    """The Azure ML CLI v2 command job, exactly as exported and written to ``jobs/<name>.yml``."""
+    launcher: str
+    """How processes start: see :mod:`jobs.launchers` for the vocabulary."""
+    launcher_nproc_per_node: int | None
+    """``--nproc_per_node`` / ``--num_gpus`` / ``--num_processes`` given to a per-node launcher."""
+    cluster: ClusterFacts
+    environment: EnvironmentFacts
+    code_findings: tuple[str, ...] = field(default=())
+    """Relative paths in the code folder that hold private keys or tokens (never their content)."""
+
+    @property
+    def instance_count(self) -> int:
+        return int(self.spec.get("resources", {}).get("instance_count", 1))
+
+    @property
+    def distribution(self) -> dict[str, Any]:
+        return dict(self.spec["distribution"])
+
+    @property
+    def processes_per_node(self) -> int:
+        """Processes Azure ML itself starts on each node."""
+        dist = self.distribution
+        if dist["type"] == "tensorflow":
+            return 1
+        return int(dist.get("process_count_per_instance") or 1)
+
+    def to_props(self) -> dict[str, Any]:
+        props = asdict(self)
+        props["environment"]["capabilities"] = list(self.environment.capabilities)
+        props["code_findings"] = list(self.code_findings)
+        return props
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> ResolvedRun:
+        cluster = {k: (int(v) if isinstance(v, float) else v) for k, v in props["cluster"].items()}
+        env = dict(props["environment"])
+        env["capabilities"] = tuple(env.get("capabilities") or ())
+        nproc = props.get("launcher_nproc_per_node")
+        return cls(
+            name=props["name"],
+            spec=_restore_ints(props["spec"]),
+            launcher=props["launcher"],
+            launcher_nproc_per_node=None if nproc is None else int(nproc),
+            cluster=ClusterFacts(**cluster),
+            environment=EnvironmentFacts(**env),
+            code_findings=tuple(props.get("code_findings") or ()),
+        )
+
+
+def _restore_ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _restore_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore_ints(v) for v in value]
+    return value
