@@ -92,8 +92,6 @@ class Workspace(Model):
     tags: dict[str, str] = {}
     protect: StrictBool = True
     """Protect the workspace, its storage and key vault from deletion (``pulumi destroy`` refuses)."""
-    purge_on_destroy: StrictBool = False
-    """Hard-delete the workspace on destroy so its name can be reused at once (soft delete otherwise)."""
     log_retention_days: Annotated[StrictInt, Field(ge=30, le=730)] = 30
 
     @model_validator(mode="after")
@@ -122,6 +120,8 @@ class Network(Model):
 
     address_space: str | None = "10.40.0.0/16"
     subnet_prefix: str | None = "10.40.0.0/20"
+    operator_ip_ranges: list[str] = []
+    """Public IPs/CIDRs allowed through the storage firewall: where ``pulumi up`` uploads build contexts from."""
     subnet_id: str | None = Field(
         default=None,
         pattern=r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"

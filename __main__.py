@@ -1,0 +1,162 @@
+"""The Pulumi program: read the stack's config, wire the components, export what submitters need.
+
+Run by `pulumi up` / `pulumi preview` (the Python language host runs this file with
+``runpy.run_path(<project dir>, run_name="__main__")``) and, identically, by `amlgpu plan` under
+Pulumi's mock engine. Nothing here decides anything: the model validates, components build.
+"""
+
+from pathlib import Path
+
+import pulumi
+import pulumi_azure_native.authorization as authorization
+
+from amlgpu import NAMESPACE
+from amlgpu.config import from_pulumi_config
+from amlgpu.errors import ConfigError
+from infra.access import ClusterAccess, ClusterAccessArgs
+from infra.environment import Environment, EnvironmentArgs, build_container
+from infra.gpu_cluster import ComputePlacement, GpuCluster, ImageBuilder
+from infra.network import Network, NetworkArgs
+from infra.private_link import PrivateLinks, PrivateLinksArgs, PrivateTarget
+from infra.workspace import Workspace, WorkspaceArgs
+from jobs.component import declare_runs
+
+ROOT = Path(__file__).resolve().parent
+
+try:
+    config, secret_keys = from_pulumi_config(pulumi.get_stack(), ROOT)
+except ConfigError as err:
+    # RunError prints the message alone: the user sees the file and key, not a traceback.
+    raise pulumi.RunError(str(err)) from None
+
+
+def export(key: str, value: object) -> None:
+    """Export a stack output, kept secret when its config key was set with --secret."""
+    pulumi.export(key, pulumi.Output.secret(value) if key in secret_keys else value)
+
+
+client = authorization.get_client_config()
+location = config.workspace_location
+tags = {"project": NAMESPACE, "stack": pulumi.get_stack(), "managed-by": "pulumi"}
+private = config.workspace.public_network_access == "Disabled"
+
+workspace = Workspace(
+    config.workspace.name,
+    WorkspaceArgs(
+        config=config.workspace,
+        location=location,
+        tenant_id=client.tenant_id,
+        operator_ip_ranges=tuple(config.network.operator_ip_ranges),
+        tags=tags,
+    ),
+)
+network = Network(
+    "network",
+    NetworkArgs(
+        config=config.network,
+        name_prefix=config.workspace.name,
+        resource_group_name=workspace.resource_group_name,
+        location=location,
+        tags=tags,
+    ),
+)
+PrivateLinks(
+    "private-links",
+    PrivateLinksArgs(
+        name_prefix=config.workspace.name,
+        resource_group_name=workspace.resource_group_name,
+        location=location,
+        subnet_id=network.subnet_id,
+        virtual_network_id=network.virtual_network_id,
+        targets=(
+            PrivateTarget("workspace", workspace.workspace.id, "amlworkspace"),
+            PrivateTarget("storage-blob", workspace.storage_account.id, "blob"),
+            PrivateTarget("storage-file", workspace.storage_account.id, "file"),
+            PrivateTarget("key-vault", workspace.key_vault.id, "vault"),
+            PrivateTarget("registry", workspace.registry.id, "registry"),
+        ),
+        tags=tags,
+    ),
+)
+
+placement = ComputePlacement(
+    workspace_name=workspace.workspace_name,
+    resource_group_name=workspace.resource_group_name,
+    location=location,
+    subnet_id=network.subnet_id,
+    tags=tags,
+)
+clusters: dict[str, GpuCluster | ImageBuilder] = {c.name: GpuCluster(c.name, c, placement) for c in config.clusters}
+builder = None
+if private:
+    builder = ImageBuilder(config.workspace.image_build_compute.name, config.workspace.image_build_compute, placement)
+    clusters[config.workspace.image_build_compute.name] = builder
+
+system_assigned = {c.name for c in config.clusters if c.identity.has_system_assigned}
+if builder is not None:
+    system_assigned.add(config.workspace.image_build_compute.name)
+for name in sorted(system_assigned):
+    ClusterAccess(
+        f"{name}-access",
+        ClusterAccessArgs(
+            cluster_name=name,
+            workspace_name=config.workspace.name,
+            principal_id=clusters[name].principal_id,
+            subscription_id=client.subscription_id,
+            registry_id=workspace.registry.id,
+            storage_account_id=workspace.storage_account.id,
+        ),
+        opts=pulumi.ResourceOptions(parent=clusters[name]),
+    )
+
+contexts = (
+    build_container(workspace.storage_account.name, workspace.resource_group_name, workspace)
+    if any(e.build for e in config.environments)
+    else None
+)
+environments = {
+    e.name: Environment(
+        e.name,
+        EnvironmentArgs(
+            config=e,
+            root=ROOT,
+            workspace_name=workspace.workspace_name,
+            resource_group_name=workspace.resource_group_name,
+            storage_account_name=workspace.storage_account.name,
+            build_container_name=contexts.name if contexts else "",
+        ),
+        # A private workspace builds images on its image-build cluster: it must exist first.
+        opts=pulumi.ResourceOptions(depends_on=[builder]) if builder is not None and e.build else None,
+    )
+    for e in config.environments
+}
+runs = declare_runs(config, ROOT)
+
+export(
+    "workspace",
+    {
+        "subscription_id": client.subscription_id,
+        "resource_group": workspace.resource_group_name,
+        "name": workspace.workspace_name,
+        "location": location,
+        "id": workspace.workspace.id,
+    },
+)
+export("network", {"subnet_id": network.subnet_id, "virtual_network_id": network.virtual_network_id})
+export(
+    "clusters",
+    {
+        c.name: {
+            "id": clusters[c.name].compute.id,
+            "size": c.size,
+            "gpus_per_node": c.sku.gpus,
+            "infiniband": c.sku.infiniband,
+            "min_instances": c.min_instances,
+            "max_instances": c.max_instances,
+            "tier": c.tier,
+        }
+        for c in config.clusters
+    },
+)
+export("environments", {name: env.asset_id for name, env in environments.items()})
+export("jobs", {name: run.spec for name, run in runs.items()})

@@ -1,0 +1,178 @@
+"""The offline plan: run the project's Pulumi program under Pulumi's mock engine and record what the
+engine would be asked to create.
+
+The program is run exactly as Pulumi's Python language host runs it: the stack's config handed over
+as the CLI does (strings; structured values as JSON; secret keys listed), then
+``runpy.run_path(<project dir>, run_name="__main__")`` inside ``pulumi.runtime.run_in_stack``. Only
+the engine is replaced: a monitor that records every registration (type, logical name, parent,
+inputs as the provider would receive them, resource options) and the stack's outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.config import set_all_config
+
+from amlgpu import NAMESPACE
+from amlgpu.mocks import AzureMocks
+from amlgpu.stackfile import SECRET_PLACEHOLDER, StackFile
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+@dataclass
+class PlannedResource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    custom: bool
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent,
+            "inputs": self.inputs,
+            **({"options": self.options} if self.options else {}),
+        }
+
+
+@dataclass
+class Plan:
+    resources: list[PlannedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def by_type(self, token: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == token]
+
+
+def _plain(value: Any) -> Any:
+    """Wire values as JSON: integral floats back to ints (the wire has only doubles), assets by path,
+    secrets as a marker, unknowns as a marker."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return SECRET_PLACEHOLDER
+        return {k: _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, pulumi.FileAsset):
+        return {"asset": Path(str(value.path)).as_posix()}
+    if isinstance(value, pulumi.Asset | pulumi.Archive):
+        return {"asset": type(value).__name__}
+    if value is rpc.UNKNOWN or isinstance(value, pulumi.output.Unknown):
+        return "[unknown]"
+    return value
+
+
+def _name_of(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _type_of(urn: str) -> str:
+    # urn:pulumi:<stack>::<project>::<parent types joined by $>$<type>::<name>
+    return urn.split("::")[2].split("$")[-1]
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The mock engine's monitor, also keeping what each registration asked for."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.plan = Plan()
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)
+        if request.type != STACK_TYPE:
+            options: dict[str, Any] = {}
+            if request.protect:
+                options["protect"] = True
+            if request.deleteBeforeReplace:
+                options["deleteBeforeReplace"] = True
+            if request.retainOnDelete:
+                options["retainOnDelete"] = True
+            if request.replaceOnChanges:
+                options["replaceOnChanges"] = sorted(request.replaceOnChanges)
+            if request.ignoreChanges:
+                options["ignoreChanges"] = sorted(request.ignoreChanges)
+            if request.dependencies:
+                options["dependsOn"] = sorted({_name_of(u) for u in request.dependencies})
+            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True, keep_internal=False)
+            parent = _name_of(request.parent) if request.parent and _type_of(request.parent) != STACK_TYPE else None
+            self.plan.resources.append(
+                PlannedResource(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=parent,
+                    custom=bool(request.custom),
+                    inputs=_plain(_keep_secret_markers(request.object, inputs)),
+                    options=options,
+                )
+            )
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        if _type_of(request.urn) == STACK_TYPE:
+            self.plan.outputs = _plain(_raw(request.outputs))
+        return super().RegisterResourceOutputs(request)
+
+
+def _raw(struct: Any) -> Any:
+    """A protobuf Struct as plain Python, secret wrappers kept (so they can be masked)."""
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(struct)
+
+
+def _keep_secret_markers(struct: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    # deserialize_properties unwraps secrets into plain values; resources.json must never show them.
+    raw = _raw(struct)
+    return {k: raw[k] if _has_secret(raw.get(k)) else v for k, v in inputs.items()}
+
+
+def _has_secret(value: Any) -> bool:
+    if isinstance(value, dict):
+        return value.get(rpc._special_sig_key) == rpc._special_secret_sig or any(_has_secret(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_secret(v) for v in value)
+    return False
+
+
+def run_program(stack: str, stackfile: StackFile, root: Path) -> Plan:
+    """Run the project's Pulumi program for ``stack`` under the mock engine and return what it planned.
+
+    Errors raised by the program (a ``pulumi.RunError`` for bad config) propagate unchanged.
+    """
+    monitor = RecordingMonitor(AzureMocks())
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        settings.ROOT.set(None)
+        pulumi_mocks.set_mocks(AzureMocks(), project=NAMESPACE, stack=stack, preview=True, monitor=monitor)
+        # set_mocks makes a root stack of its own; the program's run_in_stack must make the real one,
+        # as under the language host (and a second plan in the same process must not reuse the first).
+        settings.ROOT.set(None)
+        set_all_config(stackfile.cli_config(), sorted(stackfile.secret_keys))
+
+        def program() -> None:
+            runpy.run_path(str(root), run_name="__main__")
+
+        loop.run_until_complete(pulumi.runtime.stack.run_in_stack(program))
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+    monitor.plan.resources.sort(key=lambda r: r.urn)
+    return monitor.plan

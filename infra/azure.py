@@ -1,0 +1,41 @@
+"""Small Azure facts shared by the components: built-in role ids and ARM id helpers.
+
+Kept in one place so a role GUID or an id format is written once.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+# Built-in role definition ids (Azure RBAC built-in roles reference).
+ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+STORAGE_FILE_DATA_PRIVILEGED_CONTRIBUTOR = "69566ab7-960f-475b-8e7c-b3118f30c6bd"
+
+# A fixed namespace so role-assignment names (which must be GUIDs) are stable across runs and machines.
+_NAMESPACE = uuid.UUID("6f1c7d2e-1b7a-4d4e-9a53-7a0d3c1f2b90")
+
+
+def role_definition_id(subscription_id: str, role: str) -> str:
+    return f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/{role}"
+
+
+def stable_guid(*parts: str) -> str:
+    """A deterministic GUID for names Azure requires to be GUIDs (role assignments)."""
+    return str(uuid.uuid5(_NAMESPACE, "/".join(parts)))
+
+
+def identity_type(cli_type: str) -> str:
+    """CLI v2 identity vocabulary (``system_assigned,user_assigned``) to ARM's (``SystemAssigned,UserAssigned``)."""
+    return ",".join(
+        {"system_assigned": "SystemAssigned", "user_assigned": "UserAssigned"}[part.strip()]
+        for part in cli_type.split(",")
+    )
+
+
+def iso_duration(seconds: int) -> str:
+    """Seconds as the ISO 8601 duration AmlCompute's scale settings take (``PT15M``)."""
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    out = "PT" + (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "") + (f"{secs}S" if secs else "")
+    return out if out != "PT" else "PT0S"

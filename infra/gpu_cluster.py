@@ -1,0 +1,113 @@
+"""The GpuCluster component (and the ImageBuilder): one AmlCompute cluster, locked down and scaled to zero when idle.
+
+Secure by default: no node public IPs, SSH off, local (key) auth off, nodes in the training subnet.
+Azure cannot change a cluster's size, priority, subnet or public-IP setting in place: a change to
+any of them replaces the cluster (deleting first, since the name must stay the same for the runs
+that target it) instead of failing at update time or drifting silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native.machinelearningservices as ml
+
+from infra.azure import identity_type, iso_duration
+from infra.model import Cluster, Identity, ImageBuildCompute
+
+TYPE = "aml-gpu-training:infra:GpuCluster"
+IMAGE_BUILDER_TYPE = "aml-gpu-training:infra:ImageBuilder"
+
+IMMUTABLE_PROPERTIES = (
+    "properties.properties.vmSize",
+    "properties.properties.vmPriority",
+    "properties.properties.subnet",
+    "properties.properties.enableNodePublicIp",
+)
+"""Wire paths Azure refuses to update on an existing AmlCompute."""
+
+
+@dataclass(frozen=True)
+class ComputePlacement:
+    """Where a cluster goes: its workspace, resource group, region and subnet."""
+
+    workspace_name: pulumi.Input[str]
+    resource_group_name: pulumi.Input[str]
+    location: str
+    subnet_id: pulumi.Input[str]
+    tags: dict[str, str] | None = None
+
+
+def aml_compute(name: str, cfg: Cluster | ImageBuildCompute, where: ComputePlacement, parent: pulumi.Resource) -> ml.Compute:
+    """An AmlCompute with the secure settings every cluster of the stack shares."""
+    is_training = isinstance(cfg, Cluster)
+    identity = cfg.identity if is_training else Identity()
+    return ml.Compute(
+        name,
+        compute_name=cfg.name,
+        workspace_name=where.workspace_name,
+        resource_group_name=where.resource_group_name,
+        location=(cfg.location if is_training else None) or where.location,
+        identity=ml.ManagedServiceIdentityArgs(
+            type=identity_type(identity.type),
+            user_assigned_identities=[u.resource_id for u in identity.user_assigned_identities] or None,
+        ),
+        properties=ml.AmlComputeArgs(
+            compute_type="AmlCompute",
+            description=cfg.description if is_training else "Builds environment images inside the private network",
+            disable_local_auth=True,
+            properties=ml.AmlComputePropertiesArgs(
+                vm_size=cfg.size,
+                vm_priority="LowPriority" if is_training and cfg.tier == "low_priority" else "Dedicated",
+                os_type="Linux",
+                enable_node_public_ip=cfg.enable_node_public_ip if is_training else False,
+                remote_login_port_public_access="Enabled"
+                if is_training and cfg.ssh_public_access_enabled
+                else "Disabled",
+                subnet=ml.ResourceIdArgs(id=where.subnet_id),
+                scale_settings=ml.ScaleSettingsArgs(
+                    min_node_count=cfg.min_instances if is_training else 0,
+                    max_node_count=cfg.max_instances,
+                    node_idle_time_before_scale_down=iso_duration(
+                        cfg.idle_time_before_scale_down if is_training else 300
+                    ),
+                ),
+            ),
+        ),
+        tags={**(where.tags or {}), **(cfg.tags if is_training else {})},
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            replace_on_changes=list(IMMUTABLE_PROPERTIES),
+            # The name must stay the same for the runs that target it: delete, then create.
+            delete_before_replace=True,
+        ),
+    )
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """One declared training cluster."""
+
+    compute: ml.Compute
+    principal_id: pulumi.Output[str | None]
+
+    def __init__(self, name: str, cfg: Cluster, where: ComputePlacement, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(TYPE, name, None, opts)
+        self.compute = aml_compute(name, cfg, where, self)
+        self.principal_id = self.compute.identity.apply(lambda i: i.principal_id if i else None)
+        self.register_outputs({"computeId": self.compute.id, "principalId": self.principal_id})
+
+
+class ImageBuilder(pulumi.ComponentResource):
+    """The small CPU cluster a private workspace builds environment images on."""
+
+    compute: ml.Compute
+    principal_id: pulumi.Output[str | None]
+
+    def __init__(
+        self, name: str, cfg: ImageBuildCompute, where: ComputePlacement, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__(IMAGE_BUILDER_TYPE, name, None, opts)
+        self.compute = aml_compute(name, cfg, where, self)
+        self.principal_id = self.compute.identity.apply(lambda i: i.principal_id if i else None)
+        self.register_outputs({"computeId": self.compute.id, "principalId": self.principal_id})

@@ -1,0 +1,103 @@
+"""The PrivateLinks component: private endpoints that make a private workspace reachable from its VNet.
+
+One endpoint per (target, sub-resource) with its private DNS zone, so names such as
+``<ws>.api.azureml.ms`` or ``<account>.blob.core.windows.net`` resolve to private addresses inside
+the network. With public network access disabled, these endpoints are the only way in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native.network as network
+import pulumi_azure_native.privatedns as privatedns
+
+TYPE = "aml-gpu-training:infra:PrivateLinks"
+
+# Sub-resource (group id) -> the private DNS zones Azure documents for it.
+ZONES: dict[str, tuple[str, ...]] = {
+    "amlworkspace": ("privatelink.api.azureml.ms", "privatelink.notebooks.azure.net"),
+    "blob": ("privatelink.blob.core.windows.net",),
+    "file": ("privatelink.file.core.windows.net",),
+    "vault": ("privatelink.vaultcore.azure.net",),
+    "registry": ("privatelink.azurecr.io",),
+}
+
+
+@dataclass(frozen=True)
+class PrivateTarget:
+    key: str
+    """Short logical name, e.g. ``workspace`` or ``storage-blob``."""
+    resource_id: pulumi.Input[str]
+    group_id: str
+
+
+@dataclass(frozen=True)
+class PrivateLinksArgs:
+    name_prefix: str
+    resource_group_name: pulumi.Input[str]
+    location: str
+    subnet_id: pulumi.Input[str]
+    virtual_network_id: pulumi.Input[str]
+    targets: tuple[PrivateTarget, ...]
+    tags: dict[str, str] | None = None
+
+
+class PrivateLinks(pulumi.ComponentResource):
+    def __init__(self, name: str, args: PrivateLinksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        zones: dict[str, privatedns.PrivateZone] = {}
+        for zone_name in sorted({z for t in args.targets for z in ZONES[t.group_id]}):
+            zone = privatedns.PrivateZone(
+                f"{args.name_prefix}-{zone_name}",
+                private_zone_name=zone_name,
+                resource_group_name=args.resource_group_name,
+                location="global",
+                tags=args.tags,
+                opts=child,
+            )
+            privatedns.VirtualNetworkLink(
+                f"{args.name_prefix}-{zone_name}-link",
+                private_zone_name=zone.name,
+                resource_group_name=args.resource_group_name,
+                location="global",
+                registration_enabled=False,
+                virtual_network=privatedns.SubResourceArgs(id=args.virtual_network_id),
+                tags=args.tags,
+                opts=child,
+            )
+            zones[zone_name] = zone
+
+        endpoints = {}
+        for target in args.targets:
+            endpoint = network.PrivateEndpoint(
+                f"{args.name_prefix}-{target.key}-pe",
+                private_endpoint_name=f"pe-{args.name_prefix}-{target.key}",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                subnet=network.SubnetArgs(id=args.subnet_id),
+                private_link_service_connections=[
+                    network.PrivateLinkServiceConnectionArgs(
+                        name=f"{args.name_prefix}-{target.key}",
+                        private_link_service_id=target.resource_id,
+                        group_ids=[target.group_id],
+                    )
+                ],
+                tags=args.tags,
+                opts=child,
+            )
+            network.PrivateDnsZoneGroup(
+                f"{args.name_prefix}-{target.key}-dns",
+                private_dns_zone_group_name="default",
+                private_endpoint_name=endpoint.name,
+                resource_group_name=args.resource_group_name,
+                private_dns_zone_configs=[
+                    network.PrivateDnsZoneConfigArgs(name=z.replace(".", "-"), private_dns_zone_id=zones[z].id)
+                    for z in ZONES[target.group_id]
+                ],
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            endpoints[target.key] = endpoint.id
+        self.register_outputs({"privateEndpointIds": endpoints})

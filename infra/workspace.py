@@ -1,0 +1,220 @@
+"""The Workspace component: a secure Azure ML workspace and the resources it depends on.
+
+Children: resource group, Log Analytics + Application Insights, storage account, key vault,
+container registry, the workspace itself and its diagnostic settings. Secure by default:
+
+* no public network access to the workspace, key vault or registry (private endpoints are added by
+  :mod:`infra.private_link`); the storage account denies public traffic except the operator ranges
+  a stack lists (Pulumi uploads environment build contexts from the operator's machine);
+* identity everywhere: shared keys off on storage, identity-based system datastores, RBAC key vault,
+  registry admin user off;
+* data-holding resources (resource group, workspace, storage, key vault) are protected from
+  deletion unless the stack sets ``workspace.protect: false``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native.applicationinsights as appinsights
+import pulumi_azure_native.containerregistry as acr
+import pulumi_azure_native.keyvault as keyvault
+import pulumi_azure_native.machinelearningservices as ml
+import pulumi_azure_native.monitor as monitor
+import pulumi_azure_native.operationalinsights as loganalytics
+import pulumi_azure_native.resources as resources
+import pulumi_azure_native.storage as storage
+
+from infra import naming
+from infra.azure import identity_type
+from infra.model import Workspace as WorkspaceConfig
+
+TYPE = "aml-gpu-training:infra:Workspace"
+
+
+@dataclass(frozen=True)
+class WorkspaceArgs:
+    config: WorkspaceConfig
+    location: str
+    tenant_id: pulumi.Input[str]
+    operator_ip_ranges: tuple[str, ...] = ()
+    tags: dict[str, str] | None = None
+
+
+class Workspace(pulumi.ComponentResource):
+    """An Azure ML workspace with its storage, key vault, registry and monitoring."""
+
+    resource_group_name: pulumi.Output[str]
+    workspace_name: pulumi.Output[str]
+    storage_account: storage.StorageAccount
+    key_vault: keyvault.Vault
+    registry: acr.Registry
+    workspace: ml.Workspace
+
+    def __init__(self, name: str, args: WorkspaceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE, name, None, opts)
+        cfg = args.config
+        tags = {**(args.tags or {}), **cfg.tags}
+        child = pulumi.ResourceOptions(parent=self)
+        # Data lives in these: `pulumi destroy` must not take them by accident (workspace.protect).
+        keep = pulumi.ResourceOptions(parent=self, protect=cfg.protect)
+        rg_name = cfg.resource_group_name
+
+        group = resources.ResourceGroup(
+            f"{name}-rg", resource_group_name=rg_name, location=args.location, tags=tags, opts=keep
+        )
+        self.resource_group_name = group.name
+
+        logs = loganalytics.Workspace(
+            f"{name}-logs",
+            workspace_name=f"log-{cfg.name}",
+            resource_group_name=group.name,
+            location=args.location,
+            sku=loganalytics.WorkspaceSkuArgs(name="PerGB2018"),
+            retention_in_days=cfg.log_retention_days,
+            tags=tags,
+            opts=child,
+        )
+        insights = appinsights.Component(
+            f"{name}-insights",
+            resource_name_=f"appi-{cfg.name}",
+            resource_group_name=group.name,
+            location=args.location,
+            kind="web",
+            application_type="web",
+            ingestion_mode="LogAnalytics",
+            workspace_resource_id=logs.id,
+            tags=tags,
+            opts=child,
+        )
+
+        deny_public = {"bypass": "AzureServices", "default_action": "Deny"}
+        self.storage_account = storage.StorageAccount(
+            f"{name}-storage",
+            account_name=naming.global_name("st", cfg.name, rg_name, 24, hyphens=False),
+            resource_group_name=group.name,
+            location=args.location,
+            kind="StorageV2",
+            sku=storage.SkuArgs(name="Standard_ZRS" if cfg.high_business_impact else "Standard_LRS"),
+            allow_blob_public_access=False,
+            allow_shared_key_access=False,
+            allow_cross_tenant_replication=False,
+            default_to_o_auth_authentication=True,
+            enable_https_traffic_only=True,
+            minimum_tls_version="TLS1_2",
+            network_rule_set=storage.NetworkRuleSetArgs(
+                bypass=deny_public["bypass"],
+                default_action=deny_public["default_action"],
+                ip_rules=[storage.IPRuleArgs(i_p_address_or_range=r, action="Allow") for r in args.operator_ip_ranges],
+            ),
+            encryption=storage.EncryptionArgs(
+                key_source="Microsoft.Storage",
+                require_infrastructure_encryption=True,
+                services=storage.EncryptionServicesArgs(
+                    blob=storage.EncryptionServiceArgs(enabled=True, key_type="Account"),
+                    file=storage.EncryptionServiceArgs(enabled=True, key_type="Account"),
+                ),
+            ),
+            tags=tags,
+            opts=keep,
+        )
+        self.key_vault = keyvault.Vault(
+            f"{name}-kv",
+            vault_name=naming.global_name("kv", cfg.name, rg_name, 24, hyphens=True),
+            resource_group_name=group.name,
+            location=args.location,
+            properties=keyvault.VaultPropertiesArgs(
+                tenant_id=args.tenant_id,
+                sku=keyvault.SkuArgs(family="A", name="standard"),
+                enable_rbac_authorization=True,
+                enable_soft_delete=True,
+                soft_delete_retention_in_days=90,
+                enable_purge_protection=True,
+                public_network_access="Disabled",
+                network_acls=keyvault.NetworkRuleSetArgs(**deny_public),
+            ),
+            tags=tags,
+            opts=keep,
+        )
+        self.registry = acr.Registry(
+            f"{name}-acr",
+            registry_name=naming.global_name("cr", cfg.name, rg_name, 50, hyphens=False),
+            resource_group_name=group.name,
+            location=args.location,
+            # Premium is the tier that supports private endpoints and disabling public access.
+            sku=acr.SkuArgs(name="Premium"),
+            admin_user_enabled=False,
+            anonymous_pull_enabled=False,
+            public_network_access="Disabled",
+            network_rule_bypass_options="AzureServices",
+            tags=tags,
+            opts=child,
+        )
+
+        cmk = cfg.customer_managed_key
+        private = cfg.public_network_access == "Disabled"
+        self.workspace = ml.Workspace(
+            f"{name}-workspace",
+            workspace_name=cfg.name,
+            resource_group_name=group.name,
+            location=args.location,
+            kind="Default",
+            sku=ml.SkuArgs(name=cfg.sku, tier=cfg.sku),
+            description=cfg.description,
+            friendly_name=cfg.name,
+            identity=ml.ManagedServiceIdentityArgs(
+                type=identity_type(cfg.identity.type),
+                user_assigned_identities=[u.resource_id for u in cfg.identity.user_assigned_identities] or None,
+            ),
+            primary_user_assigned_identity=cfg.primary_user_assigned_identity,
+            storage_account=self.storage_account.id,
+            key_vault=self.key_vault.id,
+            container_registry=self.registry.id,
+            application_insights=insights.id,
+            public_network_access=cfg.public_network_access,
+            allow_public_access_when_behind_vnet=False,
+            hbi_workspace=cfg.high_business_impact,
+            # Jobs and the studio reach the default datastores with their own identity, never account keys.
+            system_datastores_auth_mode="identity",
+            # A private workspace cannot build images on Azure's shared build pool: it needs a cluster in the VNet.
+            image_build_compute=cfg.image_build_compute.name if private else None,
+            encryption=ml.EncryptionPropertyArgs(
+                status="Enabled",
+                key_vault_properties=ml.KeyVaultPropertiesArgs(
+                    key_vault_arm_id=cmk.key_vault, key_identifier=cmk.key_uri
+                ),
+            )
+            if cmk
+            else None,
+            tags=tags,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=cfg.protect,
+                # The workspace's name is its identity for every job and datastore: replace it only by
+                # deleting first, and never on a change Azure can make in place.
+                delete_before_replace=True,
+            ),
+        )
+        self.workspace_name = self.workspace.name
+
+        monitor.DiagnosticSetting(
+            f"{name}-diagnostics",
+            name="send-to-log-analytics",
+            resource_uri=self.workspace.id,
+            workspace_id=logs.id,
+            logs=[monitor.DiagnosticsLogSettingsArgs(category_group="allLogs", enabled=True)],
+            metrics=[monitor.DiagnosticsMetricSettingsArgs(category="AllMetrics", enabled=True)],
+            opts=child,
+        )
+
+        self.register_outputs(
+            {
+                "resourceGroupName": group.name,
+                "workspaceName": self.workspace.name,
+                "workspaceId": self.workspace.id,
+                "storageAccountId": self.storage_account.id,
+                "keyVaultId": self.key_vault.id,
+                "registryId": self.registry.id,
+            }
+        )
