@@ -95,12 +95,17 @@ def computed_outputs(token: str, name: str, inputs: dict[str, Any], resource_id:
     _, name_key = _ARM.get(token, ("", "name"))
     state["name"] = inputs.get(name_key) or inputs.get("name") or name
     identity = inputs.get("identity")
-    if isinstance(identity, dict) and "SystemAssigned" in str(identity.get("type", "")):
+    if isinstance(identity, dict):
+        # Inputs list user-assigned identity ids; Azure answers with a map id -> {principalId, clientId}.
         state["identity"] = {
             **identity,
-            "principalId": _guid(resource_id, "principal"),
-            "tenantId": TENANT_ID,
+            "userAssignedIdentities": {
+                uai: {"principalId": _guid(uai, "principal"), "clientId": _guid(uai, "client")}
+                for uai in identity.get("userAssignedIdentities") or []
+            },
         }
+        if "SystemAssigned" in str(identity.get("type", "")):
+            state["identity"].update(principalId=_guid(resource_id, "principal"), tenantId=TENANT_ID)
     if token == "azure-native:storage:StorageAccount":
         account = state["name"]
         state["primaryEndpoints"] = {

@@ -93,7 +93,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.plan = Plan()
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+    def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type != STACK_TYPE:
             options: dict[str, Any] = {}
@@ -124,7 +124,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             )
         return response
 
-    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+    def RegisterResourceOutputs(self, request: Any) -> Any:
         if _type_of(request.urn) == STACK_TYPE:
             self.plan.outputs = _plain(_raw(request.outputs))
         return super().RegisterResourceOutputs(request)

@@ -1,0 +1,54 @@
+# The two commands a fresh clone needs: `make plan` and `make test`. Each creates the project's
+# virtualenv on first use (or reuses it) and installs what it needs.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STACK ?= dev
+# The CPU build of PyTorch is enough for the tests (gloo); pin it so a fresh machine doesn't pull a
+# several-GB CUDA build. Override with `make test TORCH=torch` on a GPU machine.
+TORCH ?= torch==2.13.0
+
+RUNTIME := $(VENV)/.installed-runtime
+DEV := $(VENV)/.installed-dev
+
+.PHONY: plan test lint format install install-dev policy-docs schema bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	# pip 23's resolver fails on this dependency set: upgrade it first.
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+$(DEV): pyproject.toml $(RUNTIME)
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(RUNTIME)
+install-dev: $(DEV)
+
+## plan: plan the example stack offline (no Azure credentials), with the policy verdict
+plan: $(RUNTIME)
+	$(BIN)/amlgpu plan --stack $(STACK)
+
+## test: lint and run the whole test suite
+test: $(DEV)
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+lint: $(DEV)
+	$(BIN)/ruff check .
+
+format: $(DEV)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(DEV)
+	$(BIN)/python bench/plan_bench.py
+
+clean:
+	rm -rf build .pytest_cache .ruff_cache

@@ -1,0 +1,144 @@
+"""``amlgpu plan``: what ``pulumi up`` would create for a stack, planned offline and checked by policy.
+
+Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
+
+* ``resources.json``: every resource the engine would register, inputs in the provider's wire shape;
+* ``outputs.json``: the stack outputs (secrets masked);
+* ``jobs/<run>.yml``: each declared run as an Azure ML CLI v2 job file (``az ml job create -f``);
+* ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR.
+
+Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
+(nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from amlgpu.artifacts import atomic_directory, canonical_json, write_text
+from amlgpu.errors import EXIT_OK, EXIT_POLICY, ConfigError
+from amlgpu.project import LoadedStack, load_stack
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "plan",
+        help="plan a stack offline (Pulumi mock engine) and check it against the policy pack",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    parser.add_argument("--out", type=Path, help="output folder (default: build/<stack>)")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
+    parser.add_argument("--policy-config", type=Path, help="policy pack config (JSON): enforcement and parameters")
+    parser.set_defaults(func=run)
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    stack = load_stack(args.stack)
+    out = args.out or stack.root / "build" / stack.name
+    pack_config = _read_policy_config(args.policy_config) if args.policy_config else None
+
+    _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
+    result = plan_stack(stack, out, pack_config=pack_config)
+    with atomic_directory(out) as staging:
+        result.write(staging)
+
+    if args.format == "json":
+        print(canonical_json(result.summary(out)), end="")
+    else:
+        print(result.render_text(out))
+    _progress(f"Done in {time.monotonic() - started:.1f}s.")
+    return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
+
+
+def _read_policy_config(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("policy config file not found", file=str(path)) from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"not valid JSON: {err}", file=str(path)) from None
+    if not isinstance(value, dict):
+        raise ConfigError("expected a JSON object of rule id -> settings", file=str(path))
+    return value
+
+
+class PlanResult:
+    """Everything one plan produces, ready to be written or shown."""
+
+    def __init__(self, stack: LoadedStack, resources: list[dict[str, Any]], outputs: dict[str, Any],
+                 runs: list[Any], job_files: dict[str, str], report: Any) -> None:
+        self.stack = stack
+        self.resources = resources
+        self.outputs = outputs
+        self.runs = runs
+        self.job_files = job_files
+        self.report = report
+
+    def write(self, folder: Path) -> None:
+        from policies.sarif import to_sarif
+        from policies.summary import markdown
+
+        write_text(folder / "resources.json", canonical_json(self.resources))
+        write_text(folder / "outputs.json", canonical_json(self.outputs))
+        for name, text in sorted(self.job_files.items()):
+            write_text(folder / "jobs" / f"{name}.yml", text)
+        sarif = to_sarif(self.report, self.stack.file.display, self.stack.file.line_of)
+        write_text(folder / "policy.sarif", canonical_json(sarif))
+        write_text(folder / "policy.md", markdown(self.report, self.stack.name))
+
+    def summary(self, out: Path) -> dict[str, Any]:
+        return {
+            "stack": self.stack.name,
+            "out": _display_path(out),
+            "resources": len(self.resources),
+            "protected": sum(1 for r in self.resources if r.get("options", {}).get("protect")),
+            "runs": sorted(self.job_files),
+            "policy": {
+                "mandatory_failures": self.report.mandatory_failures,
+                "advisory": self.report.advisory_failures,
+                "waived": self.report.waived,
+            },
+        }
+
+    def render_text(self, out: Path) -> str:
+        from amlgpu.render import plan_tree
+
+        return plan_tree(self, _display_path(out))
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def plan_stack(stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | None = None) -> PlanResult:
+    """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
+    from jobs.render import job_yaml
+    from policies.engine import evaluate
+
+    from amlgpu.plan import run_program
+    from jobs.resolved import RUN_TYPE, ResolvedRun
+
+    plan = run_program(stack.name, stack.file, stack.root)
+    resources = [r.to_json() for r in plan.resources]
+    runs = sorted((ResolvedRun.from_props(r.inputs) for r in plan.by_type(RUN_TYPE)), key=lambda r: r.name)
+    # Job files land in <out>/jobs/: the renderer makes each `code` relative to that folder, as
+    # `az ml job create -f` resolves it.
+    job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
+    report = evaluate(resources, runs, stack.config, pack_config=pack_config)
+    return PlanResult(stack, resources, plan.outputs, runs, job_files, report)

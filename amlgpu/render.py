@@ -1,0 +1,93 @@
+"""The human-readable plan: a tree of what would be created, then the clusters, runs and policy verdict."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from infra import skus
+
+# The input holding each resource's Azure name, where it differs from the logical name.
+_OWN_NAME = {
+    "azure-native:machinelearningservices:Workspace": "workspaceName",
+    "azure-native:machinelearningservices:Compute": "computeName",
+    "azure-native:machinelearningservices:EnvironmentVersion": "version",
+    "azure-native:storage:StorageAccount": "accountName",
+    "azure-native:storage:BlobContainer": "containerName",
+    "azure-native:storage:Blob": "blobName",
+    "azure-native:keyvault:Vault": "vaultName",
+    "azure-native:containerregistry:Registry": "registryName",
+    "azure-native:resources:ResourceGroup": "resourceGroupName",
+    "azure-native:network:VirtualNetwork": "virtualNetworkName",
+    "azure-native:network:Subnet": "subnetName",
+    "azure-native:network:NetworkSecurityGroup": "networkSecurityGroupName",
+    "azure-native:network:PrivateEndpoint": "privateEndpointName",
+    "azure-native:privatedns:PrivateZone": "privateZoneName",
+    "azure-native:operationalinsights:Workspace": "workspaceName",
+    "azure-native:applicationinsights:Component": "resourceName",
+}
+
+
+def _short_type(token: str) -> str:
+    return token.rsplit(":", 1)[-1]
+
+
+def _line(resource: dict[str, Any]) -> str:
+    token = resource["type"]
+    label = f"{_short_type(token)} {resource['name']}"
+    own = _OWN_NAME.get(token)
+    azure_name = resource["inputs"].get(own) if own else None
+    if azure_name and azure_name != resource["name"]:
+        label += f" ({azure_name})"
+    flags = [flag for flag, on in (
+        ("protected", resource.get("options", {}).get("protect")),
+        ("kept on delete", resource.get("options", {}).get("retainOnDelete")),
+        ("replaced on immutable change", resource.get("options", {}).get("replaceOnChanges")),
+    ) if on]
+    return label + (f"  [{', '.join(flags)}]" if flags else "")
+
+
+def plan_tree(result: Any, out: str) -> str:
+    resources: list[dict[str, Any]] = result.resources
+    children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+    for resource in resources:
+        children[resource["parent"]].append(resource)
+    lines = [f"Plan for stack {result.stack.name} (offline: Pulumi mock engine, nothing sent to Azure)", ""]
+
+    def walk(parent: str | None, depth: int) -> None:
+        for resource in sorted(children.get(parent, []), key=lambda r: (r["type"], r["name"])):
+            if resource["type"].startswith("aml-gpu-training:jobs:"):
+                continue  # runs are listed below, with their topology
+            lines.append(f"{'  ' * depth}+ {_line(resource)}")
+            walk(resource["name"], depth + 1)
+
+    walk(None, 0)
+    config = result.stack.config
+    lines += ["", "Clusters:"]
+    for cluster in config.clusters:
+        sku = skus.lookup(cluster.size)
+        fabric = f"InfiniBand {sku.ib_generation}" if sku.infiniband else "no InfiniBand"
+        lines.append(
+            f"  {cluster.name:<20} {cluster.size:<28} {sku.gpus}x {sku.gpu_model} {sku.gpu_memory_gb}GB, {fabric}, "
+            f"{cluster.min_instances}..{cluster.max_instances} nodes, {cluster.tier}"
+        )
+    if result.runs:
+        lines += ["", "Runs:"]
+        for run in result.runs:
+            dist = run.distribution
+            lines.append(
+                f"  {run.name:<28} {dist['type']:<10} {run.instance_count} node(s) x {run.processes_per_node} "
+                f"process(es) on {run.cluster.name}, launcher {run.launcher}"
+            )
+    report = result.report
+    protected = sum(1 for r in resources if r.get("options", {}).get("protect"))
+    custom = sum(1 for r in resources if not r["type"].startswith("aml-gpu-training:"))
+    lines += [
+        "",
+        f"{custom} Azure resources to create ({protected} protected from deletion), {len(result.runs)} run(s).",
+        f"Policy: {report.mandatory_failures} mandatory failure(s), {report.advisory_failures} advisory warning(s), "
+        f"{report.waived} waived." + ("" if not report.mandatory_failures else "  See policy.md."),
+        f"Wrote {out}/: resources.json, outputs.json, policy.sarif, policy.md"
+        + (f", jobs/*.yml ({len(result.job_files)})" if result.job_files else ""),
+    ]
+    return "\n".join(lines)

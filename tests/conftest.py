@@ -1,0 +1,63 @@
+"""Shared fixtures: the project root, and planning a stack (the shipped ones or a variant) offline.
+
+Planning runs the real program under the mock engine (`amlgpu.plan.run_program`); only Azure is mocked.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from amlgpu.plan import Plan, run_program
+from amlgpu.stackfile import read
+
+ROOT = Path(__file__).resolve().parent.parent
+NS = "aml-gpu-training"
+
+
+def dev_config() -> dict[str, Any]:
+    """The shipped dev stack's config mapping (a fresh copy to mutate)."""
+    return copy.deepcopy(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"])
+
+
+def make_project(folder: Path, config: dict[str, Any], stack: str = "test") -> Path:
+    """A project folder holding the real program and a stack file with ``config``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, folder / name)
+    for name in ("environments", "jobs"):
+        if not (folder / name).exists():
+            (folder / name).symlink_to(ROOT / name)
+    (folder / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def dev_plan() -> Plan:
+    return run_program("dev", read(ROOT / "Pulumi.dev.yaml"), ROOT)
+
+
+@pytest.fixture
+def plan_variant(tmp_path: Path) -> Callable[[Callable[[dict[str, Any]], None]], Plan]:
+    """Plan the dev stack after ``mutate(config)`` changed its config mapping in place."""
+
+    def run(mutate: Callable[[dict[str, Any]], None]) -> Plan:
+        config = dev_config()
+        mutate(config)
+        project = make_project(tmp_path / "project", config)
+        return run_program("test", read(project / "Pulumi.test.yaml"), project)
+
+    return run
+
+
+def only(plan: Plan, token: str, name: str | None = None) -> dict[str, Any]:
+    """The one resource of ``token`` (and logical ``name``), as resources.json shows it."""
+    found = [r.to_json() for r in plan.by_type(token) if name is None or r.name == name]
+    assert len(found) == 1, f"expected one {token} {name or ''}, found {[r['name'] for r in found]}"
+    return found[0]

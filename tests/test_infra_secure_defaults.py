@@ -1,0 +1,125 @@
+"""What `pulumi up` would send Azure for the shipped dev stack: every secure default, on the wire."""
+
+from __future__ import annotations
+
+import pytest
+
+from amlgpu.plan import Plan
+from tests.conftest import only
+
+WS = "azure-native:machinelearningservices:Workspace"
+COMPUTE = "azure-native:machinelearningservices:Compute"
+STORAGE = "azure-native:storage:StorageAccount"
+VAULT = "azure-native:keyvault:Vault"
+REGISTRY = "azure-native:containerregistry:Registry"
+
+
+def _at(value: dict, path: str):
+    for key in path.split("."):
+        value = value[key]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("token", "path", "expected"),
+    [
+        (WS, "publicNetworkAccess", "Disabled"),
+        (WS, "allowPublicAccessWhenBehindVnet", False),
+        (WS, "systemDatastoresAuthMode", "identity"),
+        (WS, "identity.type", "SystemAssigned"),
+        (WS, "imageBuildCompute", "image-builder"),
+        (STORAGE, "allowBlobPublicAccess", False),
+        (STORAGE, "minimumTlsVersion", "TLS1_2"),
+        (STORAGE, "enableHttpsTrafficOnly", True),
+        (STORAGE, "allowSharedKeyAccess", False),
+        (STORAGE, "networkRuleSet.defaultAction", "Deny"),
+        (VAULT, "properties.enableRbacAuthorization", True),
+        (VAULT, "properties.enableSoftDelete", True),
+        (VAULT, "properties.enablePurgeProtection", True),
+        (VAULT, "properties.publicNetworkAccess", "Disabled"),
+        (REGISTRY, "adminUserEnabled", False),
+        (REGISTRY, "publicNetworkAccess", "Disabled"),
+    ],
+)
+def test_workspace_dependencies_are_locked_down(dev_plan: Plan, token: str, path: str, expected: object) -> None:
+    assert _at(only(dev_plan, token)["inputs"], path) == expected
+
+
+def test_every_cluster_is_private_keyless_and_scales_to_zero(dev_plan: Plan) -> None:
+    subnet = only(dev_plan, "azure-native:network:Subnet")
+    computes = [r.to_json() for r in dev_plan.by_type(COMPUTE)]
+    assert {c["inputs"]["computeName"] for c in computes} == {"gpu-a100", "image-builder"}
+    for compute in computes:
+        props = compute["inputs"]["properties"]
+        assert props["computeType"] == "AmlCompute"
+        assert props["disableLocalAuth"] is True
+        inner = props["properties"]
+        assert inner["enableNodePublicIp"] is False
+        assert inner["remoteLoginPortPublicAccess"] == "Disabled"
+        assert inner["scaleSettings"]["minNodeCount"] == 0
+        assert inner["scaleSettings"]["nodeIdleTimeBeforeScaleDown"].startswith("PT")
+        assert inner["subnet"]["id"].endswith("/virtualNetworks/vnet-mlw-gpu-dev/subnets/training")
+        assert subnet["inputs"]["subnetName"] == "training"
+
+
+def test_dev_cluster_is_the_declared_infiniband_size(dev_plan: Plan) -> None:
+    inner = only(dev_plan, COMPUTE, "gpu-a100")["inputs"]["properties"]["properties"]
+    assert inner["vmSize"] == "Standard_ND96asr_v4"
+    assert inner["vmPriority"] == "Dedicated"
+    assert inner["scaleSettings"]["maxNodeCount"] == 2
+
+
+def test_private_endpoints_cover_every_workspace_dependency(dev_plan: Plan) -> None:
+    groups = sorted(
+        r.inputs["privateLinkServiceConnections"][0]["groupIds"][0]
+        for r in dev_plan.by_type("azure-native:network:PrivateEndpoint")
+    )
+    assert groups == ["amlworkspace", "blob", "file", "registry", "vault"]
+    zones = sorted(r.inputs["privateZoneName"] for r in dev_plan.by_type("azure-native:privatedns:PrivateZone"))
+    assert "privatelink.api.azureml.ms" in zones and "privatelink.azurecr.io" in zones
+    links = dev_plan.by_type("azure-native:privatedns:VirtualNetworkLink")
+    assert len(links) == len(zones) and all(not link.inputs["registrationEnabled"] for link in links)
+
+
+def test_nsg_denies_inbound_internet(dev_plan: Plan) -> None:
+    rules = only(dev_plan, "azure-native:network:NetworkSecurityGroup")["inputs"]["securityRules"]
+    deny = [r for r in rules if r["direction"] == "Inbound" and r["access"] == "Deny"]
+    assert deny and deny[0]["sourceAddressPrefix"] == "Internet"
+
+
+def test_workspace_logs_go_to_log_analytics(dev_plan: Plan) -> None:
+    setting = only(dev_plan, "azure-native:monitor:DiagnosticSetting")["inputs"]
+    assert setting["resourceUri"].endswith("/workspaces/mlw-gpu-dev")
+    assert "/Microsoft.OperationalInsights/workspaces/" in setting["workspaceId"]
+    assert setting["logs"][0]["categoryGroup"] == "allLogs"
+
+
+def test_cluster_identities_get_exactly_pull_and_storage_roles(dev_plan: Plan) -> None:
+    compute_principal = {
+        r.inputs["computeName"]: r for r in dev_plan.by_type(COMPUTE)
+    }
+    assignments = [r for r in dev_plan.by_type("azure-native:authorization:RoleAssignment") if r.parent == "gpu-a100-access"]
+    roles = sorted(a.inputs["roleDefinitionId"].rsplit("/", 1)[-1] for a in assignments)
+    assert roles == sorted(["7f951dda-4ed3-4680-a7ca-43fe172d538d", "ba92f5b4-2d11-453d-a403-e96b0029c9fe"])
+    assert all(a.inputs["principalType"] == "ServicePrincipal" for a in assignments)
+    assert "gpu-a100" in compute_principal
+    # Role assignment names are GUIDs derived from the names, so re-running never duplicates them.
+    assert len({a.inputs["roleAssignmentName"] for a in assignments}) == 2
+
+
+def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
+    blob = only(dev_plan, "azure-native:storage:Blob")["inputs"]
+    assert blob["containerName"] == "environment-builds"
+    assert blob["blobName"] == "tf-gpu/1/Dockerfile"
+    assert blob["source"]["asset"].endswith("environments/tensorflow/Dockerfile")
+    version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "tf-gpu-1")["inputs"]
+    build = version["properties"]["build"]
+    assert build["contextUri"].endswith(".blob.core.windows.net/environment-builds/tf-gpu/1/")
+    assert build["dockerfilePath"] == "Dockerfile"
+
+
+def test_environment_versions_are_pinned_and_carry_their_conda_file(dev_plan: Plan) -> None:
+    version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
+    assert version["version"] == "1"
+    assert "horovod[pytorch]" in version["properties"]["condaFile"]
+    assert version["properties"]["tags"]["provides"].split(",") == sorted(version["properties"]["tags"]["provides"].split(","))
