@@ -73,6 +73,16 @@ class StackConfig(BaseModel):
     @model_validator(mode="after")
     def _runs_reference_the_stack(self, info: ValidationInfo) -> StackConfig:
         root = Path((info.context or {}).get("root", "."))
+        for i, env in enumerate(self.environments):
+            if env.build is not None and not (root / env.build.path / env.build.dockerfile_path).is_file():
+                raise _reference_error(
+                    f"environments[{i}].build",
+                    f"environment {env.name!r}: no {env.build.dockerfile_path} in build folder {env.build.path!r}",
+                )
+            if env.conda_file is not None and not (root / env.conda_file).is_file():
+                raise _reference_error(
+                    f"environments[{i}].conda_file", f"environment {env.name!r}: file {env.conda_file!r} not found"
+                )
         clusters = {c.name: c for c in self.clusters}
         environments = {e.name: e for e in self.environments}
         for i, run in enumerate(self.jobs):

@@ -76,7 +76,9 @@ class Environment(pulumi.ComponentResource):
                     resource_group_name=args.resource_group_name,
                     blob_name=f"{prefix}/{relative}",
                     type="Block",
-                    source=pulumi.FileAsset(str(file)),
+                    # Relative to the project root, where Pulumi runs the program: the plan stays the same
+                    # on every machine.
+                    source=pulumi.FileAsset((Path(cfg.build.path) / relative).as_posix()),
                     opts=child,
                 )
             build = ml.BuildContextArgs(
