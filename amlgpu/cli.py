@@ -13,7 +13,7 @@ import sys
 
 from amlgpu.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan",)
+COMMANDS = ("plan", "run-local", "submit", "policy", "schema", "doctor")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
+        args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

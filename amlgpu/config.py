@@ -14,6 +14,7 @@ so a stack that validates can always be planned. Whether a run *fits* its cluste
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from amlgpu import NAMESPACE
 from amlgpu.errors import ConfigError
-from amlgpu.stackfile import StackFile
+from amlgpu.stackfile import SECRET_PLACEHOLDER, StackFile
 from infra.model import Cluster, Environment, Network, Workspace
 from jobs.model import Run
 from policies.waivers import Waiver
@@ -89,7 +90,8 @@ class StackConfig(BaseModel):
             where = f"jobs[{i}]"
             if run.compute not in clusters:
                 raise _reference_error(
-                    f"{where}.compute", f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}"
+                    f"{where}.compute",
+                    f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}",
                 )
             if not run.environment.startswith("azureml:") and run.environment not in environments:
                 raise _reference_error(
@@ -136,9 +138,23 @@ def _is_tag(part: object, previous: object) -> bool:
     """A union member's tag that pydantic puts in ``loc``, not a key the user wrote."""
     if not isinstance(part, str):
         return False
-    if part[:1].isupper() or "[" in part or part in {"str", "int", "float", "bool"}:
+    # By name, not by case: upper-case keys are the user's own (environment variables, tags).
+    if part in _model_names() or "[" in part or part in {"str", "int", "float", "bool"}:
         return True
     return previous == "distribution" and part in _UNION_TAGS
+
+
+@functools.cache
+def _model_names() -> frozenset[str]:
+    """Class names of every model in the stack model: the tags pydantic gives a union's model members."""
+    seen: dict[str, Any] = {}
+    pending: list[Any] = [StackConfig]
+    while pending:
+        model = pending.pop()
+        if model.__name__ not in seen:
+            seen[model.__name__] = model
+            pending += [m for field in model.model_fields.values() for m in _models_in(field.annotation)]
+    return frozenset(seen)
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:
@@ -176,6 +192,9 @@ def _raise_first(err: ValidationError, file: str, data: Mapping[str, Any]) -> No
         message = "required key is missing"
     elif "input" in first and first["type"] not in ("value_error", "assertion_error"):
         message = f"{message} (got {json.dumps(first['input'], default=str)[:80]})"
+    if first.get("input") == SECRET_PLACEHOLDER:
+        message = ("the value is encrypted (secure:) and the offline plan cannot decrypt it to check it; "
+                   "it is not a secret: set it in plain text")
     if loc and loc[0] == "location":
         raise ConfigError(f"no region: set {LOCATION_KEY} or workspace.location", file=file, key=LOCATION_KEY)
     if first["type"] == "stack_reference":
@@ -183,6 +202,27 @@ def _raise_first(err: ValidationError, file: str, data: Mapping[str, Any]) -> No
         raise ConfigError(ctx["message"], file=file, key=f"{NAMESPACE}:{ctx['key']}")
     key = f"{NAMESPACE}:{key_loc}" if loc else NAMESPACE
     raise ConfigError(message, file=file, key=key)
+
+
+RUN_SECRET_MESSAGE = (
+    "an encrypted (secure:) value cannot go into a run: Azure ML keeps a job's command, inputs and "
+    "environment variables in its definition, readable by everyone with access to the workspace, and the "
+    "plan, the job files and `amlgpu submit` cannot carry a value they cannot decrypt. Keep the secret in "
+    "the workspace key vault and read it at run time with the job's identity"
+)
+"""Why a run may hold no secret (the policy pack's run-secrets-in-environment-variables has the same reason)."""
+
+
+def _secret_path(value: Any, path: str) -> str | None:
+    """The config path of the first encrypted value inside ``value`` (``jobs[0].environment_variables.X``)."""
+    if value == SECRET_PLACEHOLDER:
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        found = _secret_path(inner, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
+        if found:
+            return found
+    return None
 
 
 def _line(error: Any) -> Any:
@@ -218,14 +258,25 @@ def _models_in(annotation: Any) -> list[Any]:
     return [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
 
 
-def build(values: Mapping[str, Any], *, location: str | None, file: str, root: Path) -> StackConfig:
-    """Validate namespace values (key without namespace -> decoded value) into a :class:`StackConfig`."""
+def build(
+    values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset()
+) -> StackConfig:
+    """Validate namespace values (key without namespace -> decoded value) into a :class:`StackConfig`.
+
+    ``secret`` names the keys (without namespace) set with ``pulumi config set --secret``.
+    """
     unknown = sorted(set(values) - set(_FIELDS))
     if unknown:
         key = unknown[0]
         raise ConfigError(
             f"unknown key{_hint(key, dict.fromkeys(_FIELDS))}", file=file, key=f"{NAMESPACE}:{key}"
         )
+    if "jobs" in secret:
+        where = _secret_path(values.get("jobs"), "jobs") or "jobs"
+        raise ConfigError(RUN_SECRET_MESSAGE, file=file, key=f"{NAMESPACE}:{where}")
+    if location == SECRET_PLACEHOLDER:
+        raise ConfigError("the region is encrypted (secure:) and cannot be read offline; a region is not a "
+                          "secret: set it in plain text", file=file, key=LOCATION_KEY)
     data = {"location": location or "", **values}
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
@@ -241,7 +292,9 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     prefix = f"{NAMESPACE}:"
     values = {k.removeprefix(prefix): v for k, v in stack.config.items() if k.startswith(prefix)}
     location = stack.config.get(LOCATION_KEY)
-    return build(values, location=location if isinstance(location, str) else None, file=stack.display, root=root)
+    secret = frozenset(k.removeprefix(prefix) for k in stack.secret_keys if k.startswith(prefix))
+    location_value = location if isinstance(location, str) else None
+    return build(values, location=location_value, file=stack.display, root=root, secret=secret)
 
 
 def from_pulumi_config(stack_name: str, root: Path) -> tuple[StackConfig, frozenset[str]]:
@@ -263,7 +316,9 @@ def from_pulumi_config(stack_name: str, root: Path) -> tuple[StackConfig, frozen
             values[name] = json.loads(raw) if isinstance(raw, str) and raw[:1] in "[{" else raw
         except json.JSONDecodeError as err:
             raise ConfigError(f"not valid JSON: {err}", file=f"Pulumi.{stack_name}.yaml", key=key) from None
-    secret = frozenset(k.removeprefix(prefix) for k in handed if k.startswith(prefix) and runtime_config.is_config_secret(k))
+    secret = frozenset(
+        k.removeprefix(prefix) for k in handed if k.startswith(prefix) and runtime_config.is_config_secret(k)
+    )
     location = handed.get(LOCATION_KEY)
-    config = build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root)
+    config = build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root, secret=secret)
     return config, secret

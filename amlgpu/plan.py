@@ -34,6 +34,7 @@ class PlannedResource:
     type: str
     name: str
     parent: str | None
+    parent_urn: str | None
     custom: bool
     inputs: dict[str, Any]
     options: dict[str, Any]
@@ -117,6 +118,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     type=request.type,
                     name=request.name,
                     parent=parent,
+                    parent_urn=request.parent if parent else None,
                     custom=bool(request.custom),
                     inputs=_plain(_keep_secret_markers(request.object, inputs)),
                     options=options,

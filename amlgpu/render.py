@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from amlgpu.plan import PlannedResource
 from infra import skus
 
 # The input holding each resource's Azure name, where it differs from the logical name.
@@ -29,37 +30,38 @@ _OWN_NAME = {
 
 
 def _short_type(token: str) -> str:
-    return token.rsplit(":", 1)[-1]
+    # azure-native tokens keep their module: "operationalinsights:Workspace" vs "machinelearningservices:Workspace".
+    package, module, kind = token.split(":")
+    return f"{module}:{kind}" if package == "azure-native" else kind
 
 
-def _line(resource: dict[str, Any]) -> str:
-    token = resource["type"]
-    label = f"{_short_type(token)} {resource['name']}"
-    own = _OWN_NAME.get(token)
-    azure_name = resource["inputs"].get(own) if own else None
-    if azure_name and azure_name != resource["name"]:
+def _line(resource: PlannedResource) -> str:
+    label = f"{_short_type(resource.type)} {resource.name}"
+    own = _OWN_NAME.get(resource.type)
+    azure_name = resource.inputs.get(own) if own else None
+    if azure_name and azure_name != resource.name:
         label += f" ({azure_name})"
     flags = [flag for flag, on in (
-        ("protected", resource.get("options", {}).get("protect")),
-        ("kept on delete", resource.get("options", {}).get("retainOnDelete")),
-        ("replaced on immutable change", resource.get("options", {}).get("replaceOnChanges")),
+        ("protected", resource.options.get("protect")),
+        ("kept on delete", resource.options.get("retainOnDelete")),
+        ("replaced on immutable change", resource.options.get("replaceOnChanges")),
     ) if on]
     return label + (f"  [{', '.join(flags)}]" if flags else "")
 
 
 def plan_tree(result: Any, out: str) -> str:
     resources: list[dict[str, Any]] = result.resources
-    children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
-    for resource in resources:
-        children[resource["parent"]].append(resource)
+    children: dict[str | None, list[PlannedResource]] = defaultdict(list)
+    for planned in result.plan.resources:
+        children[planned.parent_urn].append(planned)
     lines = [f"Plan for stack {result.stack.name} (offline: Pulumi mock engine, nothing sent to Azure)", ""]
 
     def walk(parent: str | None, depth: int) -> None:
-        for resource in sorted(children.get(parent, []), key=lambda r: (r["type"], r["name"])):
-            if resource["type"].startswith("aml-gpu-training:jobs:"):
+        for resource in sorted(children.get(parent, []), key=lambda r: (r.type, r.name)):
+            if resource.type.startswith("aml-gpu-training:jobs:"):
                 continue  # runs are listed below, with their topology
             lines.append(f"{'  ' * depth}+ {_line(resource)}")
-            walk(resource["name"], depth + 1)
+            walk(resource.urn, depth + 1)
 
     walk(None, 0)
     config = result.stack.config

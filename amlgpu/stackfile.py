@@ -104,11 +104,19 @@ def read(path: Path) -> StackFile:
     """Parse a stack file; any problem is a :class:`ConfigError` naming the file (and line)."""
     name = path.name
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError("stack file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read stack file: {err}", file=str(path)) from None
+    except OSError as err:
+        raise ConfigError(f"cannot read stack file: {err.strerror or err}", file=str(path)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ConfigError(
+            f"not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded; save the file as UTF-8",
+            file=name, key=f"line {line}",
+        ) from None
     try:
         node = yaml.compose(text, Loader=_UniqueKeyLoader)
         document = yaml.load(text, Loader=_UniqueKeyLoader) if node is not None else None

@@ -154,7 +154,9 @@ class Network(Model):
         if prefix.prefixlen > 24:
             # AmlCompute needs an address per node plus Azure's 5 reserved ones; /24 is the floor
             # the Azure ML network-isolation guide recommends for training clusters.
-            raise ValueError(f"subnet_prefix {self.subnet_prefix} is too small for training clusters (use /24 or larger)")
+            raise ValueError(
+                f"subnet_prefix {self.subnet_prefix} is too small for training clusters (use /24 or larger)"
+            )
         return self
 
     @property
@@ -165,13 +167,18 @@ class Network(Model):
 # --------------------------------------------------------------------------------------------- clusters
 
 
+INT32_MAX = 2**31 - 1
+"""AmlCompute's scale settings are 32-bit integers in the ARM API; larger values would also lose digits on
+Pulumi's wire, which carries every number as a double."""
+
+
 class Cluster(Model):
     """One AmlCompute cluster (CLI v2 ``type: amlcompute``)."""
 
     name: naming.ClusterName
     size: str
-    min_instances: Annotated[StrictInt, Field(ge=0)] = 0
-    max_instances: Annotated[StrictInt, Field(ge=1)]
+    min_instances: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = 0
+    max_instances: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
     tier: Literal["dedicated", "low_priority"] = "dedicated"
     idle_time_before_scale_down: Annotated[StrictInt, Field(ge=0)] = 900
     enable_node_public_ip: StrictBool = False

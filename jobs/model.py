@@ -15,17 +15,18 @@ clusters and environments are resolved by :mod:`jobs.resolve`.
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
     field_validator,
+    model_validator,
 )
 
 from infra import naming
@@ -76,21 +77,41 @@ OutputMode = Literal["rw_mount", "upload", "direct"]
 DataType = Literal["uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model"]
 
 
+# Where data lives: a data asset (azureml:<name>:<version>), a datastore/registry/job URI
+# (azureml://...) or storage URLs. A local path would be uploaded from whichever machine submits, and
+# azure-ai-ml resolves it against the YAML file's folder: declare a data asset instead.
+_DATA_URI = re.compile(r"^(azureml:|https?://|wasbs?://|abfss?://|adl://|gs://|s3://)")
+
+
+def _remote_path(value: str | None) -> str | None:
+    if value is not None and not _DATA_URI.match(value):
+        raise ValueError(
+            f"path {value!r} is not a data asset or URI: register local data as a data asset "
+            "(azureml:<name>:<version>) or give an azureml://datastores/... or https:// URI"
+        )
+    return value
+
+
 class DataInput(Model):
+    """A data input as CLI v2 writes it (job inputs carry no description: azure-ai-ml rejects one)."""
+
     type: DataType = "uri_folder"
     path: StrictStr
     mode: InputMode | None = None
-    description: str | None = None
+
+    _path = field_validator("path")(_remote_path)
 
 
 class DataOutput(Model):
     type: DataType = "uri_folder"
     path: StrictStr | None = None
     mode: OutputMode | None = None
-    description: str | None = None
+
+    _path = field_validator("path")(_remote_path)
 
 
-Literal_ = StrictBool | StrictInt | StrictFloat | StrictStr
+Literal_ = StrictInt | StrictFloat | StrictStr
+"""Literal inputs. Not booleans: azure-ai-ml writes True as 1 in the job it sends."""
 Input = Literal_ | DataInput
 
 # ------------------------------------------------------------------------------------------ the rest
@@ -117,10 +138,18 @@ class Limits(Model):
 
 
 class JobIdentity(Model):
+    """Whose identity the run's code uses for data and Azure access. A user-assigned managed identity is
+    chosen by ``client_id`` or ``object_id`` (azure-ai-ml cannot carry ``msi_resource_id``)."""
+
     type: Literal["user_identity", "managed", "aml_token"]
     client_id: str | None = None
     object_id: str | None = None
-    resource_id: str | None = None
+
+    @model_validator(mode="after")
+    def _ids_only_for_managed(self) -> JobIdentity:
+        if self.type != "managed" and (self.client_id or self.object_id):
+            raise ValueError(f"client_id/object_id select a managed identity; type is {self.type!r}")
+        return self
 
 
 class QueueSettings(Model):
@@ -129,8 +158,24 @@ class QueueSettings(Model):
 
 
 class Service(Model):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    """An interactive endpoint on the run's nodes (CLI v2 ``services``)."""
+
     type: Literal["ssh", "jupyter_lab", "tensor_board", "vs_code"]
+    nodes: Literal["all"] | None = None
+    port: Annotated[StrictInt, Field(ge=1, le=65535)] | None = None
+    properties: dict[str, str] = {}
+    ssh_public_keys: str | None = None
+    """ssh only: the public key allowed in."""
+    log_dir: str | None = None
+    """tensor_board only: the folder TensorBoard reads."""
+
+    @model_validator(mode="after")
+    def _type_specific_keys(self) -> Service:
+        if self.ssh_public_keys is not None and self.type != "ssh":
+            raise ValueError(f"ssh_public_keys is for type 'ssh', not {self.type!r}")
+        if self.log_dir is not None and self.type != "tensor_board":
+            raise ValueError(f"log_dir is for type 'tensor_board', not {self.type!r}")
+        return self
 
 
 PLACEHOLDER = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -166,6 +211,26 @@ class Run(Model):
     def _command_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("command is empty")
+        return value
+
+    @field_validator("code")
+    @classmethod
+    def _code_inside_project(cls, value: str) -> str:
+        path = PurePosixPath(value.replace("\\", "/"))
+        if not value.strip() or path.is_absolute() or re.match(r"^[A-Za-z]:", value) or ".." in path.parts:
+            raise ValueError(f"code {value!r} must be a folder inside the project, relative to its root")
+        return value
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _no_boolean_inputs(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, bool):
+                    raise ValueError(
+                        f"input {key!r} is a boolean, which Azure ML turns into {int(item)}; "
+                        f"write {int(item)} or the string {str(item).lower()!r} instead"
+                    )
         return value
 
     @field_validator("compute")

@@ -81,7 +81,8 @@ class ResolvedRun:
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> ResolvedRun:
         cluster = {k: (int(v) if isinstance(v, float) else v) for k, v in props["cluster"].items()}
-        env = dict(props["environment"])
+        # The engine drops None-valued props: restore the optional facts it left out.
+        env = {"name": None, "image": None, **props["environment"]}
         env["capabilities"] = tuple(env.get("capabilities") or ())
         nproc = props.get("launcher_nproc_per_node")
         return cls(

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amlgpu.artifacts import atomic_directory, canonical_json, write_text
-from amlgpu.errors import EXIT_OK, EXIT_POLICY, ConfigError
+from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
+from amlgpu.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
 from amlgpu.project import LoadedStack, load_stack
 
 
@@ -46,12 +46,17 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     stack = load_stack(args.stack)
     out = args.out or stack.root / "build" / stack.name
+    check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     pack_config = _read_policy_config(args.policy_config) if args.policy_config else None
 
     _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
     result = plan_stack(stack, out, pack_config=pack_config)
-    with atomic_directory(out) as staging:
-        result.write(staging)
+    try:
+        with atomic_directory(out) as staging:
+            result.write(staging)
+    except OSError as err:  # a full disk or a read-only folder: the earlier output is still there
+        where = f" ({err.filename})" if err.filename else ""
+        raise UserError(f"cannot write the plan to {out}: {err.strerror or err}{where}", key="--out") from None
 
     if args.format == "json":
         print(canonical_json(result.summary(out)), end="")
@@ -75,14 +80,20 @@ def _read_policy_config(path: Path) -> dict[str, Any]:
     return value
 
 
+OUTPUT_LAYOUT: OutputLayout = {
+    "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
+}
+"""What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there."""
+
+
 class PlanResult:
     """Everything one plan produces, ready to be written or shown."""
 
-    def __init__(self, stack: LoadedStack, resources: list[dict[str, Any]], outputs: dict[str, Any],
-                 runs: list[Any], job_files: dict[str, str], report: Any) -> None:
+    def __init__(self, stack: LoadedStack, plan: Any, runs: list[Any], job_files: dict[str, str], report: Any) -> None:
         self.stack = stack
-        self.resources = resources
-        self.outputs = outputs
+        self.plan = plan
+        self.resources = [r.to_json() for r in plan.resources]
+        self.outputs = plan.outputs
         self.runs = runs
         self.job_files = job_files
         self.report = report
@@ -128,17 +139,15 @@ def _display_path(path: Path) -> str:
 
 def plan_stack(stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | None = None) -> PlanResult:
     """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
+    from amlgpu.plan import run_program
     from jobs.render import job_yaml
+    from jobs.resolved import RUN_TYPE, ResolvedRun
     from policies.engine import evaluate
 
-    from amlgpu.plan import run_program
-    from jobs.resolved import RUN_TYPE, ResolvedRun
-
     plan = run_program(stack.name, stack.file, stack.root)
-    resources = [r.to_json() for r in plan.resources]
     runs = sorted((ResolvedRun.from_props(r.inputs) for r in plan.by_type(RUN_TYPE)), key=lambda r: r.name)
     # Job files land in <out>/jobs/: the renderer makes each `code` relative to that folder, as
     # `az ml job create -f` resolves it.
     job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
-    report = evaluate(resources, runs, stack.config, pack_config=pack_config)
-    return PlanResult(stack, resources, plan.outputs, runs, job_files, report)
+    report = evaluate([r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config)
+    return PlanResult(stack, plan, runs, job_files, report)

@@ -1,0 +1,134 @@
+"""Resolved specs as Azure ML CLI v2 command job files, built by azure-ai-ml itself.
+
+Each spec becomes ``command(...)._to_job()`` (the object ``amlgpu submit`` sends) and is written from
+that job's own serialisation, so ``az ml job create -f`` and ``azure.ai.ml.load_job`` read the file
+back to the same job. Three corrections to azure-ai-ml's serialisation, each a place where it would
+write a file that does not say what the job holds:
+
+* ``code`` is written relative to the file's folder (``az ml job create -f`` resolves it there);
+  azure-ai-ml writes the absolute path of the machine that rendered it.
+* data input paths are written as declared: azure-ai-ml's serialiser prefixes ``https://``,
+  ``wasbs://`` and ``abfss://`` URLs with ``azureml:``, which turns them into asset names.
+* empty mappings it adds (``parameters: {}``, ``properties: {}``) are left out, as in the spec.
+
+azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`build_job`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from azure.ai.ml.entities import CommandJob
+
+SCHEMA_COMMENT = "# yaml-language-server: $schema=https://azuremlschemas.azureedge.net/latest/commandJob.schema.json\n"
+"""Lets editors validate and complete the file without adding a key the spec does not have."""
+
+_RENDERED_KEYS = frozenset({
+    "type", "name", "display_name", "experiment_name", "description", "tags", "code", "command",
+    "environment", "compute", "inputs", "outputs", "environment_variables", "resources", "distribution",
+    "limits", "identity", "services", "queue_settings",
+})
+
+
+def build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
+    """The azure-ai-ml ``CommandJob`` for a resolved spec, ``code`` taken relative to ``root``."""
+    from azure.ai.ml import Input, Output, command
+    from azure.ai.ml.entities import (
+        AmlTokenConfiguration,
+        JupyterLabJobService,
+        ManagedIdentityConfiguration,
+        SshJobService,
+        TensorBoardJobService,
+        UserIdentityConfiguration,
+        VsCodeJobService,
+    )
+
+    unknown = sorted(set(spec) - _RENDERED_KEYS)
+    if unknown:
+        raise ValueError(f"spec keys {unknown} have no place in a command job")
+    services = {
+        "ssh": SshJobService, "jupyter_lab": JupyterLabJobService,
+        "tensor_board": TensorBoardJobService, "vs_code": VsCodeJobService,
+    }
+    identities = {
+        "managed_identity": ManagedIdentityConfiguration, "user_identity": UserIdentityConfiguration,
+        "aml_token": AmlTokenConfiguration,
+    }
+    identity = dict(spec.get("identity") or {})
+    resources = spec["resources"]
+    queue = spec.get("queue_settings") or {}
+    node = command(
+        name=spec["name"],
+        display_name=spec.get("display_name"),
+        experiment_name=spec.get("experiment_name"),
+        description=spec.get("description"),
+        tags=dict(spec.get("tags") or {}),
+        code=str(root / spec["code"]),
+        command=spec["command"],
+        environment=spec["environment"],
+        compute=spec["compute"],
+        inputs={k: Input(**v) if isinstance(v, dict) else v for k, v in (spec.get("inputs") or {}).items()},
+        outputs={k: Output(**v) for k, v in (spec.get("outputs") or {}).items()},
+        environment_variables=dict(spec.get("environment_variables") or {}),
+        instance_count=resources["instance_count"],
+        shm_size=resources.get("shm_size"),
+        docker_args=resources.get("docker_args"),
+        distribution=dict(spec["distribution"]),
+        timeout=(spec.get("limits") or {}).get("timeout"),
+        identity=identities[identity.pop("type")](**identity) if identity else None,
+        services={
+            name: services[fields["type"]](**{k: v for k, v in fields.items() if k != "type"})
+            for name, fields in (spec.get("services") or {}).items()
+        },
+        job_tier=queue.get("job_tier"),
+        priority=queue.get("priority"),
+    )
+    return node._to_job()
+
+
+def _plain(value: Any) -> Any:
+    """azure-ai-ml's OrderedDicts as plain, key-sorted data without empty mappings."""
+    if isinstance(value, dict):
+        plain = {str(k): _plain(v) for k, v in sorted(value.items())}
+        return {k: v for k, v in plain.items() if v != {}}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line commands as literal blocks (``|``), the way people write them."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
+    """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above."""
+    document = _plain(build_job(spec, root=root)._to_dict())
+    document["code"] = Path(os.path.relpath((root / spec["code"]).resolve(), code_relative_to.resolve())).as_posix()
+    for name, declared in (spec.get("inputs") or {}).items():
+        if isinstance(declared, dict) and "path" in declared:
+            document["inputs"][name]["path"] = declared["path"]
+    return document
+
+
+def job_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> str:
+    """The CLI v2 command job file for ``spec``, to be written in the folder ``code_relative_to``.
+
+    Byte-identical for the same input: keys sorted, no timestamps, no machine-specific paths.
+    """
+    document = job_document(spec, code_relative_to=code_relative_to, root=root)
+    body = yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
+                     allow_unicode=True)
+    return SCHEMA_COMMENT + body

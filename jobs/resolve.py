@@ -1,0 +1,182 @@
+"""A declared run resolved against its stack: the Azure ML job it becomes, and the facts policies judge.
+
+References become what Azure ML expects: ``compute: gpu-a100`` -> ``azureml:gpu-a100``; a stack
+environment's name -> its asset id (``azureml:<name>:<version>`` or its registry reference); any
+other ``azureml:`` reference stays as written. ``code`` stays relative to the project root, POSIX
+style (:mod:`jobs.render` rewrites it for the folder a job file is written to).
+
+Defaults where Azure ML's are wrong for GPU training (each is visible in the resolved spec):
+
+* ``distribution.process_count_per_instance`` left out (Azure ML: 1) -> the node's GPUs when Azure ML
+  starts one process per GPU (a per-process PyTorch launch, Hugging Face Trainer, Horovod or other
+  MPI ranks); 1 under a per-node launcher (torchrun, torch.distributed.launch, Lightning,
+  accelerate, the deepspeed CLI), which starts the GPU processes itself.
+* ``distribution.worker_count`` left out (TensorFlow) -> ``resources.instance_count``, Azure ML's
+  own default, written out so the spec says what runs.
+* ``resources.shm_size`` left out (Azure ML: 2g) -> :func:`default_shm_size`.
+
+``limits.timeout`` gets no default: a run without one runs until cancelled, which the policy pack
+reports rather than this module hiding it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from amlgpu.config import StackConfig
+from infra.model import Cluster, Environment, infer_capabilities
+from jobs import code_scan
+from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher
+from jobs.model import DataInput, Run
+from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
+
+SHM_GIB_PER_GPU = 4
+"""/dev/shm per GPU on the node. PyTorch DataLoader workers hand batches to the training process
+through shared memory: 8 workers x prefetch_factor 2 x an ImageNet-size batch (~150 MB) is ~2.4 GB per
+process. Azure ML's 2g default is shared by all processes of a node, so an 8-GPU node starved."""
+
+
+def default_shm_size(cluster: Cluster) -> str:
+    """``4g`` per GPU on the node (32g on 8-GPU sizes), at most half the node's RAM (tmpfs's own cap).
+
+    /dev/shm is a tmpfs: the size is a limit, memory is used only as DataLoaders fill it.
+    """
+    sku = cluster.sku
+    return f"{min(SHM_GIB_PER_GPU * sku.gpus, sku.ram_gib // 2)}g"
+
+
+def _code_path(code: str) -> str:
+    return PurePosixPath(code.replace("\\", "/")).as_posix()  # "./src/" -> "src", "" -> "."
+
+
+def _distribution(run: Run, launcher: str, cluster: Cluster) -> dict[str, Any]:
+    dist = run.distribution
+    if dist.type == "tensorflow":
+        return {
+            "type": "tensorflow",
+            "worker_count": dist.worker_count or run.resources.instance_count,
+            "parameter_server_count": dist.parameter_server_count,
+        }
+    per_node = 1 if launcher in PER_NODE_LAUNCHERS else cluster.sku.gpus
+    return {"type": dist.type, "process_count_per_instance": dist.process_count_per_instance or per_node}
+
+
+def _input(value: Any) -> Any:
+    if isinstance(value, DataInput):
+        return value.model_dump(exclude_none=True)
+    return value
+
+
+def _spec(run: Run, config: StackConfig, launcher: str, environment_id: str) -> dict[str, Any]:
+    cluster = config.cluster(run.compute)
+    resources: dict[str, Any] = {
+        "instance_count": run.resources.instance_count,
+        "shm_size": run.resources.shm_size or default_shm_size(cluster),
+        "docker_args": run.resources.docker_args,
+    }
+    services = {
+        name: service.model_dump(exclude_none=True, exclude_defaults=True)
+        for name, service in run.services.items()
+    }
+    identity = None
+    if run.identity is not None:
+        # azure-ai-ml reads "managed" and writes "managed_identity": the spec says what the file says.
+        kind = "managed_identity" if run.identity.type == "managed" else run.identity.type
+        identity = run.identity.model_dump(exclude_none=True) | {"type": kind}
+    spec: dict[str, Any] = {
+        "type": "command",
+        "name": run.name,
+        "display_name": run.display_name,
+        "experiment_name": run.experiment_name,
+        "description": run.description,
+        "tags": dict(run.tags),
+        "code": _code_path(run.code),
+        "command": run.command,
+        "environment": environment_id,
+        "compute": f"azureml:{cluster.name}",
+        "inputs": {name: _input(value) for name, value in run.inputs.items()},
+        "outputs": {name: out.model_dump(exclude_none=True) for name, out in run.outputs.items()},
+        "environment_variables": dict(run.environment_variables),
+        "resources": resources,
+        "distribution": _distribution(run, launcher, cluster),
+        "limits": {"timeout": run.limits.timeout},
+        "identity": identity,
+        "services": services,
+        "queue_settings": run.queue_settings.model_dump(exclude_none=True) if run.queue_settings else None,
+    }
+    return _tidy(spec)
+
+
+def _tidy(value: Any) -> Any:
+    """Sorted keys, no None values, no empty mappings: the spec states only what is set."""
+    if isinstance(value, dict):
+        tidy = {k: _tidy(v) for k, v in sorted(value.items()) if v is not None}
+        return {k: v for k, v in tidy.items() if v != {}}
+    return value
+
+
+_PINNED_REF = re.compile(r"(?:/versions/|^azureml:[^:/@]+:)(?P<version>[^/:@]+)$")
+
+
+def _environment(run: Run, config: StackConfig) -> tuple[str, EnvironmentFacts]:
+    declared: Environment | None = config.environment(run.environment) or next(
+        (e for e in config.environments if e.asset_id == run.environment), None
+    )
+    if declared is not None:
+        source = "image" if declared.image else "build" if declared.build else "reference"
+        return declared.asset_id, EnvironmentFacts(
+            id=declared.asset_id,
+            name=declared.name,
+            source=source,
+            capabilities=tuple(sorted(declared.capabilities)),
+            pinned=declared.is_pinned,
+            image=declared.image,
+        )
+    pinned = _PINNED_REF.search(run.environment)
+    return run.environment, EnvironmentFacts(
+        id=run.environment,
+        name=None,
+        source="external",
+        capabilities=tuple(sorted(infer_capabilities(run.environment))),
+        pinned=bool(pinned and pinned.group("version") != "latest"),
+    )
+
+
+def _cluster_facts(cluster: Cluster) -> ClusterFacts:
+    sku = cluster.sku
+    return ClusterFacts(
+        name=cluster.name,
+        size=sku.size,
+        gpus=sku.gpus,
+        gpu_vendor=sku.vendor,
+        rdma=sku.rdma,
+        sriov=sku.sriov,
+        infiniband=sku.infiniband,
+        min_instances=cluster.min_instances,
+        max_instances=cluster.max_instances,
+        tier=cluster.tier,
+    )
+
+
+def resolve_run(run: Run, config: StackConfig, root: Path) -> ResolvedRun:
+    """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
+    by :class:`amlgpu.config.StackConfig`), with the facts the policy pack judges it by."""
+    cluster = config.cluster(run.compute)
+    launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
+    environment_id, environment = _environment(run, config)
+    return ResolvedRun(
+        name=run.name,
+        spec=_spec(run, config, launcher, environment_id),
+        launcher=launcher,
+        launcher_nproc_per_node=nproc,
+        cluster=_cluster_facts(cluster),
+        environment=environment,
+        code_findings=code_scan.scan(root / run.code),
+    )
+
+
+def resolve_all(config: StackConfig, root: Path) -> list[ResolvedRun]:
+    """Every run the stack declares, resolved, sorted by name."""
+    return [resolve_run(run, config, root) for run in sorted(config.jobs, key=lambda r: r.name)]

@@ -1,0 +1,226 @@
+"""The offline gate: every rule over a planned stack, with pack config and the stack's waivers applied.
+
+:func:`evaluate` is what ``amlgpu plan`` calls. The result, :class:`Report`, lists each finding with
+the declared thing it is about (workspace, network, cluster, environment, run), where that is in
+the stack file, its effective enforcement and, when waived, the waiver. Findings are sorted the
+same way on every machine; nothing depends on time except which waivers have expired.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from amlgpu import NAMESPACE
+from amlgpu.config import StackConfig
+from jobs.resolved import RUN_TYPE, ResolvedRun
+from policies.catalogue import BY_ID, RULES
+from policies.packconfig import RuleSettings, resolve
+from policies.rule import SEVERITIES, Rule, Violation
+from policies.stack import Owner, Stack
+from policies.waivers import Waiver, check_references
+
+Level = Literal["error", "warning", "note"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violation of one rule by one resource or run."""
+
+    rule: Rule
+    enforcement: Literal["mandatory", "advisory"]
+    owner: Owner
+    """The declared thing the finding is about (it names the finding, and waivers refer to it)."""
+    resource: str
+    """Logical name of the resource at fault (the run's name for run findings)."""
+    resource_type: str
+    message: str
+    location: tuple[str | int, ...]
+    """Path of the owner's entry (and the rule's key below it) in the stack file, for line numbers."""
+    waiver: Waiver | None = None
+
+    @property
+    def waived(self) -> bool:
+        return self.waiver is not None
+
+    @property
+    def level(self) -> Level:
+        """SARIF level: error (mandatory), warning (advisory), note (waived)."""
+        if self.waived:
+            return "note"
+        return "error" if self.enforcement == "mandatory" else "warning"
+
+    @property
+    def subject(self) -> str:
+        """The finding's subject in words: ``cluster 'gpu-a100'``, plus the resource when it is a child."""
+        text = f"{self.owner.kind} '{self.owner.name}'"
+        if self.resource != self.owner.name:
+            text += f" ({self.resource_type.rsplit(':', 1)[-1]} '{self.resource}')"
+        return text
+
+    @property
+    def text(self) -> str:
+        return f"{self.subject}: {self.message}"
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (
+            self.waived,
+            self.enforcement != "mandatory",
+            SEVERITIES.index(self.rule.severity),
+            self.rule.id,
+            self.owner,
+            self.resource,
+            self.message,
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the gate found. ``mandatory_failures`` decides the exit code."""
+
+    findings: tuple[Finding, ...]
+    settings: Mapping[str, RuleSettings]
+    """Effective enforcement and parameters of every rule (disabled ones included)."""
+    expired_waivers: tuple[tuple[int, Waiver], ...] = ()
+    """Waivers past their expiry date (index in the stack's waivers list): they no longer apply."""
+    unused_waivers: tuple[tuple[int, Waiver], ...] = ()
+    """Active waivers that matched no finding (candidates for removal)."""
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return RULES
+
+    @property
+    def mandatory_failures(self) -> int:
+        return sum(1 for f in self.findings if not f.waived and f.enforcement == "mandatory")
+
+    @property
+    def advisory_failures(self) -> int:
+        return sum(1 for f in self.findings if not f.waived and f.enforcement == "advisory")
+
+    @property
+    def waived(self) -> int:
+        return sum(1 for f in self.findings if f.waived)
+
+    @property
+    def passed(self) -> bool:
+        return self.mandatory_failures == 0
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        """Counts for summaries: by outcome, by severity (unwaived), and rules evaluated/disabled."""
+        enabled = [r for r in RULES if self.settings[r.id].enforcement != "disabled"]
+        return {
+            "mandatory": self.mandatory_failures,
+            "advisory": self.advisory_failures,
+            "waived": self.waived,
+            "total": len(self.findings),
+            "by_severity": {
+                s: sum(1 for f in self.findings if not f.waived and f.rule.severity == s) for s in SEVERITIES
+            },
+            "rules_evaluated": len(enabled),
+            "rules_disabled": len(RULES) - len(enabled),
+            "expired_waivers": len(self.expired_waivers),
+        }
+
+
+class _Locator:
+    """Maps owners to their entries in the stack file."""
+
+    def __init__(self, config: StackConfig) -> None:
+        self._paths: dict[Owner, tuple[str | int, ...]] = {
+            Owner("workspace", config.workspace.name): (f"{NAMESPACE}:workspace",),
+            Owner("network", "network"): (f"{NAMESPACE}:network",),
+            Owner("image-build-compute", config.workspace.image_build_compute.name):
+                (f"{NAMESPACE}:workspace", "image_build_compute"),
+        }
+        for section, kind in (("clusters", "cluster"), ("environments", "environment"), ("jobs", "run")):
+            for i, item in enumerate(getattr(config, section)):
+                self._paths[Owner(kind, item.name)] = (f"{NAMESPACE}:{section}", i)  # type: ignore[arg-type]
+
+    @property
+    def names(self) -> set[str]:
+        return {owner.name for owner in self._paths}
+
+    def path(self, owner: Owner, rule: Rule) -> tuple[str | int, ...]:
+        base = self._paths.get(owner)
+        return (*base, *rule.config_key) if base is not None else ()
+
+
+def violations(stack: Stack, settings: Mapping[str, RuleSettings], today: dt.date) -> list[tuple[Rule, Any, str]]:
+    """(rule, subject, message) for every violation of every enabled rule; the subject is the wire
+    resource or the :class:`ResolvedRun` at fault."""
+    out: list[tuple[Rule, Any, str]] = []
+    for rule in RULES:
+        setting = settings[rule.id]
+        if setting.enforcement == "disabled":
+            continue
+        if rule.kind == "resource":
+            for resource in stack.of_type(*rule.resource_types):
+                out += [(rule, resource, m) for m in rule.evaluate(resource, setting.params, today)]
+        elif rule.kind == "run":
+            for run in stack.runs:
+                out += [(rule, run, m) for m in rule.evaluate(run, setting.params, today)]
+        else:
+            violations: list[Violation] = rule.evaluate(stack, setting.params, today)
+            out += [(rule, v.subject, v.message) for v in violations]
+    return out
+
+
+def describe(stack: Stack, subject: Any) -> tuple[Owner, str, str]:
+    """A violation subject's owner, logical name and type token."""
+    if isinstance(subject, ResolvedRun):
+        return Owner("run", subject.name), subject.name, RUN_TYPE
+    return stack.owner(subject), subject["name"], subject["type"]
+
+
+def evaluate(
+    resources: list[dict[str, Any]],
+    runs: list[ResolvedRun],
+    config: StackConfig,
+    *,
+    pack_config: dict[str, Any] | None = None,
+    today: dt.date | None = None,
+    source: str | None = None,
+) -> Report:
+    """Evaluate every rule on a planned stack.
+
+    ``resources``: the plan's resources in wire shape (``resources.json``); ``runs``: the stack's
+    resolved runs; ``config``: the stack model (waivers, and where things are declared);
+    ``pack_config``: CrossGuard-shaped per-rule settings (see :mod:`policies.packconfig`); ``today``:
+    the date waivers expire against (default: today); ``source``: the stack file's name, used in
+    error messages.
+
+    Raises :class:`~amlgpu.errors.ConfigError` for an unknown rule or parameter in ``pack_config``
+    and for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``).
+    """
+    today = today or dt.date.today()
+    settings = resolve(pack_config)
+    stack = Stack(resources, runs)
+    locator = _Locator(config)
+    owners = {stack.owner(r).name for r in stack.resources}
+    check_references(config.waivers, rules=BY_ID.keys(), names=locator.names | owners, file=source)
+
+    used: set[int] = set()
+    findings = []
+    for rule, subject, message in violations(stack, settings, today):
+        owner, resource, resource_type = describe(stack, subject)
+        matching = [(i, w) for i, w in enumerate(config.waivers) if w.covers(rule.id, owner.name) and w.active(today)]
+        used.update(i for i, _ in matching[:1])
+        findings.append(Finding(
+            rule=rule,
+            enforcement=settings[rule.id].enforcement,  # type: ignore[arg-type]
+            owner=owner,
+            resource=resource,
+            resource_type=resource_type,
+            message=message,
+            location=locator.path(owner, rule),
+            waiver=matching[0][1] if matching else None,
+        ))
+    findings.sort(key=Finding.sort_key)
+    expired = tuple((i, w) for i, w in enumerate(config.waivers) if not w.active(today))
+    unused = tuple((i, w) for i, w in enumerate(config.waivers) if w.active(today) and i not in used)
+    return Report(tuple(findings), settings, expired, unused)
+

@@ -1,0 +1,187 @@
+"""What a policy rule is: a plain check function plus the metadata a reviewer needs.
+
+Three kinds of rule, by what the check is given:
+
+* ``resource``: one resource as the provider receives it (wire shape: ``{"type", "name", "parent",
+  "inputs", "options"}``, camelCase input names, integers as ints); returns violation messages;
+* ``run``: one :class:`~jobs.resolved.ResolvedRun` (a declared run with the facts of its cluster and
+  environment); returns violation messages;
+* ``stack``: the whole planned stack (:class:`policies.stack.Stack`); returns :class:`Violation`\\ s,
+  each naming the resource or run at fault. Cross-resource checks live here.
+
+A check's keyword-only parameters are the rule's *parameters* (a tuple of strings or an int): their
+defaults are the rule's defaults and a pack config may override them (``{"rule-id": {"param": value}}``). The keyword
+``today`` is not a parameter: the engine passes the evaluation date to checks that declare it.
+
+Rule ids are stable kebab-case names, never reused for a different check.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from jobs.resolved import ResolvedRun
+    from policies.stack import Stack
+
+Severity = Literal["critical", "high", "medium", "low"]
+Enforcement = Literal["mandatory", "advisory", "disabled"]
+Kind = Literal["resource", "run", "stack"]
+
+SEVERITIES: tuple[Severity, ...] = ("critical", "high", "medium", "low")
+ENFORCEMENTS: tuple[Enforcement, ...] = ("mandatory", "advisory", "disabled")
+RULE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+CONTEXT_ARGUMENTS = frozenset({"today"})
+"""Keyword arguments the engine supplies itself; they are not configurable parameters."""
+
+Resource = Mapping[str, Any]
+"""One planned resource in wire shape (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A stack rule's finding: the resource (wire dict) or run it is about, and what is wrong."""
+
+    subject: Resource | ResolvedRun
+    message: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy rule. ``check`` is the plain function; everything else is what reviewers read."""
+
+    id: str
+    title: str
+    kind: Kind
+    severity: Severity
+    enforcement: Enforcement
+    """Default enforcement (mandatory or advisory); a pack config may change it."""
+    rationale: str
+    remediation: str
+    reference: str
+    """A public document explaining the requirement (Microsoft Learn, Checkov, PSRule, azureml-examples)."""
+    check: Callable[..., Sequence[Any]] = field(repr=False)
+    family: str = ""
+    resource_types: tuple[str, ...] = ()
+    """Type tokens a resource rule applies to (empty for run and stack rules)."""
+    config_key: tuple[str, ...] = ()
+    """Where the fix usually goes, below the subject's entry in the stack file (for locations)."""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    """Configurable parameters and their defaults, read from the check's keyword-only arguments."""
+
+    def __post_init__(self) -> None:
+        if not RULE_ID.match(self.id):
+            raise ValueError(f"rule id {self.id!r} is not kebab-case")
+        if self.enforcement == "disabled":
+            raise ValueError(f"rule {self.id}: a rule's default enforcement is mandatory or advisory")
+        if self.kind == "resource" and not self.resource_types:
+            raise ValueError(f"resource rule {self.id} names no resource type")
+
+    @property
+    def applies_to(self) -> str:
+        """What the rule is evaluated on, in words (for listings and docs)."""
+        if self.kind == "run":
+            return "distributed runs"
+        if self.kind == "stack":
+            return "the whole stack"
+        return ", ".join(t.rsplit(":", 1)[-1] for t in self.resource_types)
+
+    def evaluate(
+        self, subject: Resource | ResolvedRun | Stack, params: Mapping[str, Any], today: dt.date
+    ) -> list[Any]:
+        """Run the check on one subject with the given parameters (defaults filled in)."""
+        kwargs = {**self.parameters, **params}
+        if "today" in inspect.signature(self.check).parameters:
+            kwargs["today"] = today
+        return list(self.check(subject, **kwargs))
+
+
+def _parameters(check: Callable[..., Any]) -> Mapping[str, Any]:
+    params = {}
+    for name, param in inspect.signature(check).parameters.items():
+        if param.kind is not inspect.Parameter.KEYWORD_ONLY or name in CONTEXT_ARGUMENTS:
+            continue
+        if param.default is inspect.Parameter.empty:
+            raise TypeError(f"{check.__name__}: parameter {name!r} needs a default")
+        default = param.default
+        if not (isinstance(default, tuple) or (isinstance(default, int) and not isinstance(default, bool))):
+            # Pack config (JSON) can carry these two kinds; anything else could not be configured.
+            raise TypeError(f"{check.__name__}: parameter {name!r} must default to a tuple of strings or an int")
+        params[name] = param.default
+    return MappingProxyType(params)
+
+
+def _family(check: Callable[..., Any]) -> str:
+    return check.__module__.rsplit(".", 1)[-1]
+
+
+def _make(kind: Kind, types: tuple[str, ...], meta: dict[str, Any]) -> Callable[[Callable[..., Any]], Rule]:
+    def wrap(check: Callable[..., Any]) -> Rule:
+        return Rule(
+            **meta,
+            kind=kind,
+            check=check,
+            family=_family(check),
+            resource_types=types,
+            parameters=_parameters(check),
+        )
+
+    return wrap
+
+
+def resource_rule(
+    *,
+    id: str,
+    types: Sequence[str],
+    title: str,
+    severity: Severity,
+    enforcement: Enforcement,
+    rationale: str,
+    remediation: str,
+    reference: str,
+    config_key: tuple[str, ...] = (),
+) -> Callable[[Callable[..., list[str]]], Rule]:
+    """Declare ``check(resource, **params) -> list[str]`` as a rule over resources of ``types``."""
+    meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
+                remediation=remediation, reference=reference, config_key=config_key)
+    return _make("resource", tuple(types), meta)
+
+
+def run_rule(
+    *,
+    id: str,
+    title: str,
+    severity: Severity,
+    enforcement: Enforcement,
+    rationale: str,
+    remediation: str,
+    reference: str,
+    config_key: tuple[str, ...] = (),
+) -> Callable[[Callable[..., list[str]]], Rule]:
+    """Declare ``check(run: ResolvedRun, **params) -> list[str]`` as a rule over declared runs."""
+    meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
+                remediation=remediation, reference=reference, config_key=config_key)
+    return _make("run", (), meta)
+
+
+def stack_rule(
+    *,
+    id: str,
+    title: str,
+    severity: Severity,
+    enforcement: Enforcement,
+    rationale: str,
+    remediation: str,
+    reference: str,
+    config_key: tuple[str, ...] = (),
+) -> Callable[[Callable[..., list[Violation]]], Rule]:
+    """Declare ``check(stack: Stack, **params) -> list[Violation]`` as a cross-resource rule."""
+    meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
+                remediation=remediation, reference=reference, config_key=config_key)
+    return _make("stack", (), meta)

@@ -1,0 +1,2 @@
+"""The rules, one module per family: workspace; storage (storage, key vault, registry); network;
+compute; environments; runs. :mod:`policies.catalogue` collects them."""

@@ -1,0 +1,81 @@
+"""The planned stack as rules see it: resources in wire shape, resolved runs, and who owns what.
+
+Every Azure resource the program creates hangs, through its parent chain, below one of the
+project's components, each named after what the stack file declares (the workspace, ``network``,
+a cluster, the image-build cluster, an environment, a run). That component is the resource's
+*owner*: findings name it, waivers refer to it, and the stack file location comes from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+from jobs.resolved import RUN_TYPE, ResolvedRun
+
+OwnerKind = Literal["workspace", "network", "cluster", "image-build-compute", "environment", "run", "resource"]
+
+WORKSPACE_TYPE = "aml-gpu-training:infra:Workspace"
+COMPONENT_KINDS: Mapping[str, OwnerKind] = {
+    WORKSPACE_TYPE: "workspace",
+    "aml-gpu-training:infra:Network": "network",
+    "aml-gpu-training:infra:GpuCluster": "cluster",
+    "aml-gpu-training:infra:ImageBuilder": "image-build-compute",
+    "aml-gpu-training:infra:Environment": "environment",
+    RUN_TYPE: "run",
+}
+"""Components named after a declared thing, and what kind of thing that is."""
+
+WORKSPACE_PARTS = frozenset({"aml-gpu-training:infra:PrivateLinks"})
+"""Components that are part of the workspace's setup without carrying its name (its private endpoints)."""
+
+
+@dataclass(frozen=True, order=True)
+class Owner:
+    """The declared thing a resource belongs to: its kind and the name the stack file gives it."""
+
+    kind: OwnerKind
+    name: str
+
+
+class Stack:
+    """A planned stack: resources (wire shape, as the provider receives them) and the resolved runs."""
+
+    def __init__(self, resources: Iterable[Mapping[str, Any]], runs: Iterable[ResolvedRun]) -> None:
+        self.resources: tuple[Mapping[str, Any], ...] = tuple(resources)
+        self.runs: tuple[ResolvedRun, ...] = tuple(runs)
+
+    @cached_property
+    def _by_name(self) -> dict[str, Mapping[str, Any]]:
+        # Logical names are unique per type; parents are always components, whose names are unique.
+        return {r["name"]: r for r in self.resources if r["type"].startswith("aml-gpu-training:")}
+
+    def of_type(self, *tokens: str) -> list[Mapping[str, Any]]:
+        """Resources of any of the given type tokens, in plan order."""
+        return [r for r in self.resources if r["type"] in tokens]
+
+    @cached_property
+    def workspace_owner(self) -> Owner | None:
+        workspaces = self.of_type(WORKSPACE_TYPE)
+        return Owner("workspace", workspaces[0]["name"]) if len(workspaces) == 1 else None
+
+    def owner(self, resource: Mapping[str, Any]) -> Owner:
+        """The declared component ``resource`` belongs to (itself, for a component)."""
+        current: Mapping[str, Any] | None = resource
+        seen: set[int] = set()  # a child may share its parent's name (a cluster's Compute does)
+        while current is not None and id(current) not in seen:
+            kind = COMPONENT_KINDS.get(current["type"])
+            if kind is not None:
+                return Owner(kind, current["name"])
+            if current["type"] in WORKSPACE_PARTS and self.workspace_owner is not None:
+                return self.workspace_owner
+            seen.add(id(current))
+            parent = current.get("parent")
+            current = self._by_name.get(parent) if parent else None
+        return Owner("resource", resource["name"])
+
+    def run_resource(self, run: ResolvedRun) -> Mapping[str, Any] | None:
+        """The ``DistributedRun`` component that carries ``run`` (None when the plan has none)."""
+        return next((r for r in self.of_type(RUN_TYPE) if r["name"] == run.name), None)

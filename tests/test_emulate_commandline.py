@@ -1,0 +1,109 @@
+"""The command made runnable locally: placeholders filled, per-node launchers' counts rewritten."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import launchers
+from jobs.emulate import commandline
+
+TR = launchers.TORCHRUN
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "nodes", "procs", "expected", "notes"),
+    [
+        (  # the Azure ML guide's torchrun line, scaled to 2 nodes x 2 workers
+            "torchrun --nnodes 4 --nproc_per_node 8 --node_rank $NODE_RANK --master_addr $MASTER_ADDR "
+            "--master_port $MASTER_PORT train.py --epochs 3",
+            TR, 2, 2,
+            "torchrun --nnodes 2 --nproc_per_node 2 --node_rank $NODE_RANK --master_addr $MASTER_ADDR "
+            "--master_port $MASTER_PORT train.py --epochs 3",
+            ["--nproc_per_node 8 -> 2", "--nnodes 4 -> 2"],
+        ),
+        (  # '=' spellings, the hyphenated flag, an elastic node range
+            "python -m torch.distributed.run --nnodes=1:4 --nproc-per-node=8 train.py",
+            TR, 1, 2,
+            "python -m torch.distributed.run --nnodes=1 --nproc-per-node=2 train.py",
+            ["--nproc_per_node 8 -> 2", "--nnodes 1:4 -> 1"],
+        ),
+        (  # the script's own --nnodes is not the launcher's
+            "python3 -m torch.distributed.launch --nproc_per_node 4 train.py --nnodes 7",
+            launchers.TORCH_DISTRIBUTED_LAUNCH, 2, 1,
+            "python3 -m torch.distributed.launch --nproc_per_node 1 train.py --nnodes 7",
+            ["--nproc_per_node 4 -> 1"],
+        ),
+        (  # torchrun's default of one worker: the flag is added when more are wanted
+            "cd src && torchrun --nnodes $WORLD_SIZE train.py",
+            TR, 2, 2,
+            "cd src && torchrun --nproc_per_node 2 --nnodes $WORLD_SIZE train.py",
+            ["added --nproc_per_node 2"],
+        ),
+        (  # already the local topology: nothing to say
+            "torchrun --nproc_per_node 2 -m pkg.train --nproc_per_node 9",
+            TR, 1, 2,
+            "torchrun --nproc_per_node 2 -m pkg.train --nproc_per_node 9",
+            [],
+        ),
+        (  # accelerate counts processes over all machines
+            "accelerate launch --num_processes 16 --num_machines 2 --machine_rank $NODE_RANK train.py",
+            launchers.ACCELERATE, 2, 1,
+            "accelerate launch --num_processes 2 --num_machines 2 --machine_rank $NODE_RANK train.py",
+            ["--num_processes 16 -> 2"],
+        ),
+        (  # Lightning's flags are the script's: searched after it too
+            "python lightning_train.py --trainer.devices 8 --trainer.num_nodes 2",
+            launchers.LIGHTNING, 1, 1,
+            "python lightning_train.py --trainer.devices 1 --trainer.num_nodes 1",
+            ["--trainer.devices 8 -> 1", "--trainer.num_nodes 2 -> 1"],
+        ),
+        (
+            "deepspeed --num_gpus 8 --num_nodes 2 train.py --deepspeed ds.json",
+            launchers.DEEPSPEED, 2, 2,
+            "deepspeed --num_gpus 2 --num_nodes 2 train.py --deepspeed ds.json",
+            ["--num_gpus 8 -> 2"],
+        ),
+    ],
+)
+def test_rescale_rewrites_only_the_launchers_counts(command: str, kind: str, nodes: int, procs: int, expected: str,
+                                                    notes: list[str]) -> None:
+    call = commandline.locate(command, kind)
+    assert call is not None
+    assert commandline.rescale(command, call, nodes=nodes, procs_per_node=procs, gpus_per_node=8) == (expected, notes)
+
+
+def test_a_missing_count_that_cannot_be_added_is_an_error_only_when_it_must_change() -> None:
+    command = "python lightning_train.py --max_epochs 3"
+    call = commandline.locate(command, launchers.LIGHTNING)
+    assert call is not None
+    # Lightning's default is one worker per GPU: as declared, nothing to rewrite
+    assert commandline.rescale(command, call, nodes=1, procs_per_node=8, gpus_per_node=8) == (command, [])
+    with pytest.raises(ValueError, match=r"no --trainer\.devices, so its worker count cannot be scaled down"):
+        commandline.rescale(command, call, nodes=1, procs_per_node=2, gpus_per_node=8)
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "given"),
+    [
+        ("torchrun train.py --nproc_per_node 3", TR, False),
+        ("torchrun --nproc_per_node=gpu train.py", TR, True),
+        ("accelerate launch train.py", launchers.ACCELERATE, False),
+    ],
+)
+def test_workers_flag_given_looks_at_the_launchers_options_only(command: str, kind: str, given: bool) -> None:
+    call = commandline.locate(command, kind)
+    assert call is not None
+    assert commandline.workers_flag_given(command, call) is given
+
+
+def test_locate_finds_nothing_when_the_launcher_is_absent() -> None:
+    assert commandline.locate("python train.py --torchrun-like", TR) is None
+
+
+def test_placeholders_are_filled_textually() -> None:
+    command = "python t.py --lr ${{inputs.lr}} --data ${{ inputs.data }} --out ${{outputs.model}}"
+    values = {("inputs", "lr"): "0.1", ("inputs", "data"): "'/tmp/my data'", ("outputs", "model"): "/w/o/model"}
+    assert commandline.fill_placeholders(command, values) == (
+        "python t.py --lr 0.1 --data '/tmp/my data' --out /w/o/model"
+    )
+    assert commandline.referenced_inputs(command) == {"lr", "data"}

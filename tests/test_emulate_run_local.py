@@ -1,0 +1,315 @@
+"""`amlgpu run-local` as a user runs it: a project folder with a stack file, real processes.
+
+Each distribution type runs from a declared run and every process is checked against the launch
+contract (shared/reference/azureml-launch-contract.md): per-process pytorch with a gloo all-reduce
+across 2 nodes x 2 processes, a per-node torchrun, mpi through Open MPI's mpirun, TensorFlow's
+TF_CONFIG (read by a plain script: TensorFlow is never installed), a failing rank stopping the run,
+the DDP trainer converging, the all-reduce health check, timeout, Ctrl-C and bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobs.emulate import contract
+from tests.test_emulate_launcher import gone
+
+pytestmark = pytest.mark.slow
+
+WORKLOADS = Path(__file__).resolve().parent.parent / "jobs" / "workloads"
+AMLGPU = shutil.which("amlgpu", path=os.path.dirname(sys.executable))
+
+SCRIPTS = {
+    "allreduce_sum.py": """
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="env://")
+value = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(value)
+print(f"sum {value.item():g} over {dist.get_world_size()}", flush=True)
+dist.destroy_process_group()
+os._exit(0)
+""",
+    "fail.py": """
+import os, sys, time
+from pathlib import Path
+rank = os.environ.get("RANK") or os.environ["OMPI_COMM_WORLD_RANK"]
+Path(sys.argv[2], f"{rank}.pid").write_text(str(os.getpid()))
+print(f"rank {rank} up", flush=True)
+if rank == sys.argv[1]:
+    time.sleep(0.5)
+    print("giving up", flush=True)
+    sys.exit(7)
+time.sleep(120)
+""",
+    "show.py": """
+import os, sys
+from pathlib import Path
+Path("written-into-the-snapshot.txt").write_text("x")
+Path(sys.argv[3], "model.txt").write_text(f"lr={sys.argv[1]} data={sorted(os.listdir(sys.argv[2]))}")
+print("cwd", os.getcwd(), flush=True)
+""",
+}
+
+
+def _run(name: str, command: str, distribution: dict[str, Any], instances: int = 2, code: str = "t",
+         **extra: Any) -> dict[str, Any]:
+    return {"name": name, "code": code, "command": command, "environment": "azureml:acpt:1", "compute": "gpu-a100",
+            "resources": {"instance_count": instances}, "distribution": distribution, **extra}
+
+
+PT2 = {"type": "pytorch", "process_count_per_instance": 2}
+MPI2 = {"type": "mpi", "process_count_per_instance": 2}
+PROBES = {"probes": {"type": "uri_folder"}}
+RUNS = [
+    _run("allreduce-sum", "python allreduce_sum.py", PT2),
+    _run("probe-torchrun", "torchrun --nnodes 2 --nproc_per_node 8 --node_rank $NODE_RANK --master_addr $MASTER_ADDR "
+         "--master_port $MASTER_PORT probe.py --expect pytorch --out ${{outputs.probes}}",
+         {"type": "pytorch"}, code="src", outputs=PROBES),
+    _run("probe-mpi", "python probe.py --expect mpi --out ${{outputs.probes}}", MPI2, code="src", outputs=PROBES),
+    _run("fabric-check", "python allreduce_perf.py -b 1K -e 4K -w 1 -n 2", MPI2, code="src"),
+    _run("probe-tf", "python probe.py --expect tensorflow --out ${{outputs.probes}}",
+         {"type": "tensorflow", "worker_count": 2}, code="src", outputs=PROBES),
+    _run("probe-tf-ps", "python probe.py --expect tensorflow --out ${{outputs.probes}}",
+         {"type": "tensorflow", "worker_count": 2, "parameter_server_count": 1}, code="src", outputs=PROBES),
+    _run("fail", "python fail.py 2 ${{outputs.pids}}", PT2, outputs={"pids": {"type": "uri_folder"}}),
+    _run("fail-mpi", "python fail.py 2 ${{outputs.pids}}", MPI2, outputs={"pids": {"type": "uri_folder"}}),
+    _run("sleep", "python fail.py none ${{outputs.pids}}", PT2, instances=1, outputs={"pids": {"type": "uri_folder"}}),
+    _run("train", "python train_ddp.py --epochs 4 --samples 2048 --checkpoint-dir ${{outputs.checkpoints}} "
+         "--max-final-loss 0.05", {"type": "pytorch"}, code="src", outputs={"checkpoints": {"type": "uri_folder"}}),
+    _run("show", "python show.py ${{inputs.lr}} ${{inputs.images}} ${{outputs.model}}", PT2, instances=1,
+         inputs={"lr": 0.01, "images": {"type": "uri_folder", "path": "azureml:images:1"}},
+         outputs={"model": {"type": "uri_folder"}}),
+    _run("torchrun-twice", "torchrun --nproc_per_node 8 probe.py", {"type": "pytorch", "process_count_per_instance": 8},
+         code="src"),
+]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    (root / "Pulumi.yaml").write_text("name: aml-gpu-training\nruntime: python\n")
+    config = {
+        "azure-native:location": "westeurope",
+        "aml-gpu-training:workspace": {"name": "mlw-emulate"},
+        "aml-gpu-training:clusters": [{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2}],
+        "aml-gpu-training:jobs": RUNS,
+    }
+    (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "t").mkdir()
+    for name, text in SCRIPTS.items():
+        (root / "t" / name).write_text(text.lstrip())
+    return root
+
+
+@pytest.fixture
+def mpirun() -> None:
+    if shutil.which("mpirun") is None:
+        message = "Open MPI's mpirun is not installed (apt-get install openmpi-bin)"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI installs it: its absence is a broken CI, not a reason to skip
+        pytest.skip(message)
+
+
+def run_local(project: Path, *args: str, timeout: float = 90, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
+    return subprocess.run([*argv, "run-local", *args, "--stack", "test"], cwd=project, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def workdir(result: subprocess.CompletedProcess[str]) -> Path:
+    match = re.search(r"^work folder \(snapshot and outputs\): (.+)$", result.stderr, re.M)
+    assert match, result.stderr
+    return Path(match.group(1))
+
+
+def probes(result: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    folder = workdir(result) / "outputs" / "probes"
+    return {p.stem: json.loads(p.read_text())["variables"] for p in sorted(folder.glob("*.json"))}
+
+
+def lines(result: subprocess.CompletedProcess[str], label: str) -> list[str]:
+    prefix = f"[{label}] "
+    return [line[len(prefix):] for line in result.stdout.splitlines() if line.startswith(prefix)]
+
+
+def test_per_process_pytorch_all_reduces_across_two_nodes_of_two(project: Path) -> None:
+    result = run_local(project, "allreduce-sum")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rank in range(4):
+        assert lines(result, f"rank {rank}") == ["sum 10 over 4"]  # 1 + 2 + 3 + 4
+    assert "2 node(s) x 2 process(es) = 4 processes" in result.stderr
+    assert "run succeeded (exit 0)" in result.stderr
+
+
+def test_per_node_torchrun_starts_its_workers_with_the_rewritten_count(project: Path) -> None:
+    result = run_local(project, "probe-torchrun", "--procs-per-node", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "torchrun flags rewritten for the local topology: --nproc_per_node 8 -> 2" in result.stderr
+    seen = probes(result)
+    assert sorted(seen) == ["rank-0", "rank-1", "rank-2", "rank-3"]
+    for rank in range(4):
+        variables = seen[f"rank-{rank}"]
+        node, local = divmod(rank, 2)
+        assert (variables["WORLD_SIZE"], variables["LOCAL_RANK"], variables["GROUP_RANK"]) == ("4", str(local),
+                                                                                              str(node))
+        assert variables["NODE_RANK"] == str(node)  # what Azure ML gave the node's launcher
+    assert {lbl for lbl in ("node 0", "node 1") if lines(result, lbl)} == {"node 0", "node 1"}
+
+
+def test_mpi_ranks_see_open_mpis_variables_per_emulated_node(project: Path, mpirun: None) -> None:
+    # Four GPUs "visible" (the probe never touches them): each emulated node must get two of its own.
+    result = run_local(project, "probe-mpi", env={**os.environ, "CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = probes(result)
+    assert sorted(seen) == ["rank-0", "rank-1", "rank-2", "rank-3"]
+    masters = {variables.pop("AZ_BATCH_MASTER_NODE") for variables in seen.values()}
+    assert len(masters) == 1 and re.fullmatch(r"127\.0\.0\.1:\d+", masters.pop())
+    for rank in range(4):
+        assert seen[f"rank-{rank}"].pop("CUDA_VISIBLE_DEVICES") == ("0,1" if rank < 2 else "2,3")
+        assert seen[f"rank-{rank}"] == contract.mpi_rank_env(rank=rank, nodes=2, procs_per_node=2)
+        assert len(lines(result, f"rank {rank}")) == 1
+
+
+def test_the_allreduce_health_check_runs_under_mpi_and_finds_the_sums_right(project: Path, mpirun: None) -> None:
+    result = run_local(project, "fabric-check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = lines(result, "rank 0")
+    assert report[0].startswith("# all_reduce_perf (torch.distributed gloo): 4 ranks")
+    rows = [line.split() for line in report if re.match(r"\s*\d", line)]
+    assert [int(row[0]) for row in rows] == [1024, 2048, 4096]
+    assert all(row[-1] == "0" for row in rows)  # no wrong value
+    assert "# Out of bounds values : 0 OK" in report
+
+
+@pytest.mark.parametrize(("run", "flags", "cluster"), [
+    ("probe-tf", [], {"worker": 2}),
+    ("probe-tf", ["--tf-empty-ps"], {"worker": 2, "ps": 0}),
+    ("probe-tf-ps", [], {"worker": 2, "ps": 1}),
+])
+def test_tensorflow_tasks_each_get_their_tf_config(project: Path, run: str, flags: list[str],
+                                                   cluster: dict[str, int]) -> None:
+    result = run_local(project, run, *flags)
+    assert result.returncode == 0, result.stdout + result.stderr
+    configs = {name: variables["TF_CONFIG"] for name, variables in probes(result).items()}
+    tasks = [f"worker-{i}" for i in range(cluster["worker"])] + [f"ps-{i}" for i in range(cluster.get("ps", 0))]
+    assert sorted(configs) == sorted(tasks)
+    for name, config in configs.items():
+        kind, index = name.split("-")
+        assert config["task"] == {"type": kind, "index": int(index)}
+        assert {k: len(v) for k, v in config["cluster"].items()} == cluster
+        assert config["cluster"] == configs["worker-0"]["cluster"]
+    empty_ps_warning = 'probe: warning: TF_CONFIG.cluster has "ps": []'
+    assert any(line.startswith(empty_ps_warning) for line in lines(result, "worker 0")) is ("--tf-empty-ps" in flags)
+
+
+@pytest.mark.parametrize("run", ["fail", "fail-mpi"])
+def test_a_failing_rank_stops_the_whole_run_within_seconds(project: Path, run: str, request: pytest.FixtureRequest
+                                                           ) -> None:
+    if run == "fail-mpi":
+        request.getfixturevalue("mpirun")
+    started = time.monotonic()
+    result = run_local(project, run)
+    assert time.monotonic() - started < 15  # the other ranks would sleep for 120 s
+    assert result.returncode == 7, result.stdout + result.stderr
+    assert "run failed: rank 2 exited 7 first (exit 7)" in result.stderr
+    summary = {m.group(1): m.group(2) for m in re.finditer(r"^\s+(rank \d)\s+\S+\s+(\w+)", result.stderr, re.M)}
+    assert summary == {"rank 0": "stopped", "rank 1": "stopped", "rank 2": "failed", "rank 3": "stopped"}
+    pids = [int(p.read_text()) for p in (workdir(result) / "outputs" / "pids").glob("*.pid")]
+    assert len(pids) == 4 and all(gone(pid) for pid in pids)
+
+
+def test_the_trainer_converges_on_its_synthetic_task(project: Path) -> None:
+    result = run_local(project, "train", "--procs-per-node", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = [json.loads(line) for line in
+               (workdir(result) / "outputs" / "checkpoints" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["epoch"] for m in metrics] == [0, 1, 2, 3]
+    assert metrics[-1]["world_size"] == 2
+    assert metrics[-1]["loss"] < 0.05 < metrics[0]["loss"]
+    assert (workdir(result) / "outputs" / "checkpoints" / "checkpoint.pt").is_file()
+    assert lines(result, "rank 1") == []  # only rank 0 logs
+
+
+def test_timeout_stops_the_run_with_124(project: Path) -> None:
+    started = time.monotonic()
+    result = run_local(project, "sleep", "--timeout", "2")
+    assert time.monotonic() - started < 15
+    assert result.returncode == 124
+    assert "run-local: timed out after 2s: every process was stopped" in result.stderr
+
+
+def test_ctrl_c_stops_every_process_and_exits_130(project: Path) -> None:
+    argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
+    proc = subprocess.Popen([*argv, "run-local", "sleep", "--stack", "test"], cwd=project, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    up = [proc.stdout.readline() for _ in range(2)]
+    assert all(" up" in line for line in up), up
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130, err
+    assert "run-local: interrupted: every process was stopped" in err
+    pids = [int(p.read_text()) for p in (workdir(subprocess.CompletedProcess([], 0, out, err)) / "outputs" / "pids"
+                                          ).glob("*.pid")]
+    assert len(pids) == 2 and all(gone(pid) for pid in pids)
+
+
+def test_inputs_outputs_and_the_snapshot(project: Path, tmp_path: Path) -> None:
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "cat.png").write_text("x")
+    result = run_local(project, "show", "--procs-per-node", "1", "--input", f"images={images}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    work = workdir(result)
+    assert lines(result, "rank 0") == [f"cwd {work / 'code'}"]
+    assert (work / "outputs" / "model" / "model.txt").read_text() == "lr=0.01 data=['cat.png']"
+    assert (work / "code" / "written-into-the-snapshot.txt").exists()
+    assert not (project / "t" / "written-into-the-snapshot.txt").exists()  # the code folder is left alone
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "error: Pulumi.test.yaml: aml-gpu-training:jobs: no run named 'nope'; runs in this stack: "
+                   "allreduce-sum, fabric-check,"),
+        (["allreduce-sum", "--nodes", "3"], "error: --nodes: 3 is more than the run declares: 2 node(s)"),
+        (["allreduce-sum", "--nodes", "0"], "argument --nodes: 0 is not at least 1"),
+        (["probe-tf", "--procs-per-node", "2"], "error: --procs-per-node: tensorflow starts one process per task"),
+        (["show"], "error: Pulumi.test.yaml: aml-gpu-training:jobs[10].inputs.images.path: input 'images' is "
+                   "azureml:images:1, which this machine cannot mount: pass a local copy with --input images=PATH"),
+        (["show", "--input", "images"], "error: --input: 'images' is not NAME=VALUE"),
+        (["torchrun-twice"], "error: Pulumi.test.yaml: aml-gpu-training:jobs[11].distribution.process_count_per_"
+                             "instance: the command starts torchrun, a per-node launcher"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_file_and_key(project: Path, args: list[str], message: str) -> None:
+    result = run_local(project, *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_mpi_without_mpirun_says_how_to_install_it(project: Path, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "bash").symlink_to(shutil.which("bash") or "/bin/bash")
+    result = run_local(project, "probe-mpi", env={**os.environ, "PATH": str(bin_dir)})
+    assert result.returncode == 2
+    assert "distribution 'mpi' runs under mpirun, which is not on PATH: install Open MPI" in result.stderr

@@ -1,0 +1,443 @@
+"""Every rule: a compliant and a violating case, each made by mutating the one compliant baseline, and
+the violating case fails for the right resource (by its declared name) with the rule's id.
+
+Plus the seed documents' examples that are wrong for their cluster, planned through the real program.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from amlgpu.config import build
+from jobs.resolved import RUN_TYPE, ResolvedRun
+from policies.catalogue import BY_ID, RULES
+from policies.engine import Finding, evaluate
+from tests.conftest import ROOT, dev_config
+from tests.test_policy_baseline import TODAY, Baseline, baseline
+
+WS = "azure-native:machinelearningservices:Workspace"
+COMPUTE = "azure-native:machinelearningservices:Compute"
+ENV_VERSION = "azure-native:machinelearningservices:EnvironmentVersion"
+STORAGE = "azure-native:storage:StorageAccount"
+VAULT = "azure-native:keyvault:Vault"
+ACR = "azure-native:containerregistry:Registry"
+NSG = "azure-native:network:NetworkSecurityGroup"
+SUBNET = "azure-native:network:Subnet"
+PE = "azure-native:network:PrivateEndpoint"
+DNS_GROUP = "azure-native:network:PrivateDnsZoneGroup"
+DIAG = "azure-native:monitor:DiagnosticSetting"
+CONTAINER = "azure-native:storage:BlobContainer"
+
+WORKSPACE = "mlw-gpu-dev"
+CLUSTER = "gpu-a100"
+
+Mutation = Callable[[Baseline], None]
+
+
+def nothing(_: Baseline) -> None:
+    """The baseline as it is."""
+
+
+def aml(b: Baseline) -> dict[str, Any]:
+    return b.inputs(COMPUTE, CLUSTER)["properties"]["properties"]
+
+
+def setting(token: str, path: str, value: Any, name: str | None = None) -> Mutation:
+    """Set (or, with value ``...``, delete) the input at dotted ``path`` of one resource."""
+
+    def mutate(b: Baseline) -> None:
+        target = b.inputs(token, name)
+        *parents, last = path.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        if value is ...:
+            target.pop(last, None)
+        else:
+            target[last] = value
+
+    return mutate
+
+
+def run_setting(run: str, path: str, value: Any) -> Mutation:
+    """Set (or delete, with ``...``) a prop of a resolved run (``spec.resources.instance_count``...)."""
+
+    def mutate(b: Baseline) -> None:
+        target = b.run(run)
+        *parents, last = path.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        if value is ...:
+            target.pop(last, None)
+        else:
+            target[last] = value
+
+    return mutate
+
+
+def both(*mutations: Mutation) -> Mutation:
+    def mutate(b: Baseline) -> None:
+        for m in mutations:
+            m(b)
+
+    return mutate
+
+
+def drop(token: str, name: str) -> Mutation:
+    return lambda b: b.drop(token, name)
+
+
+def without_capability(run: str, capability: str) -> Mutation:
+    def mutate(b: Baseline) -> None:
+        caps = b.run(run)["environment"]["capabilities"]
+        caps.remove(capability)
+
+    return mutate
+
+
+def on_cluster(run: str, size: str, gpus: int, *, rdma: bool, sriov: bool, vendor: str = "nvidia") -> Mutation:
+    """The run resolved against a cluster of another size (its facts only; the plan keeps gpu-a100)."""
+    return run_setting(run, "cluster", {
+        "name": CLUSTER, "size": size, "gpus": gpus, "gpu_vendor": vendor, "rdma": rdma, "sriov": sriov,
+        "infiniband": rdma and sriov, "min_instances": 0, "max_instances": 2, "tier": "dedicated",
+    })
+
+
+def compute_instance(idle: str | None) -> Mutation:
+    def mutate(b: Baseline) -> None:
+        props: dict[str, Any] = {
+            "vmSize": "Standard_NC4as_T4_v3", "subnet": {"id": "/subscriptions/x/subnets/training"},
+            "enableNodePublicIp": False,
+        }
+        if idle:
+            props["idleTimeBeforeShutdown"] = idle
+        b.resources.append({
+            "type": COMPUTE, "name": "notebook", "parent": WORKSPACE, "options": {},
+            "inputs": {"computeName": "notebook", "identity": {"type": "SystemAssigned"},
+                       "properties": {"computeType": "ComputeInstance", "disableLocalAuth": True, "properties": props}},
+        })
+
+    return mutate
+
+
+def add_nsg_rule(source: str, port: str) -> Mutation:
+    def mutate(b: Baseline) -> None:
+        b.inputs(NSG)["securityRules"].append({
+            "name": "allow-admin", "priority": 200, "direction": "Inbound", "access": "Allow", "protocol": "Tcp",
+            "sourceAddressPrefix": source, "sourcePortRange": "*", "destinationAddressPrefix": "*",
+            "destinationPortRange": port,
+        })
+
+    return mutate
+
+
+MANAGED_NETWORK = {"isolationMode": "AllowOnlyApprovedOutbound", "outboundRules": {
+    "storage": {"type": "PrivateEndpoint",
+                "destination": {"serviceResourceId": "/subscriptions/x", "subresourceTarget": "blob"}},
+}}
+FQDN_ONLY = {"isolationMode": "AllowInternetOutbound", "outboundRules": {
+    "pypi": {"type": "FQDN", "destination": "pypi.org"},
+}}
+HF_TOKEN = "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7"
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    violate: Mutation
+    owner: str
+    says: str
+    """A phrase of the violation message."""
+    comply: Mutation = nothing
+    """Turns the baseline compliant *and applicable* for rules the baseline fails or does not exercise;
+    the violating case is ``violate`` applied after it."""
+    pack_config: dict[str, Any] = field(default_factory=dict)
+
+
+CASES = [
+    # workspace
+    Case("workspace-public-network-disabled", setting(WS, "publicNetworkAccess", "Enabled"), WORKSPACE, "is Enabled"),
+    Case("workspace-no-public-access-behind-vnet", setting(WS, "allowPublicAccessWhenBehindVnet", True), WORKSPACE,
+         "reachable from the Internet"),
+    Case("workspace-customer-managed-key", setting(WS, "encryption", ...), WORKSPACE, "Microsoft-managed keys",
+         comply=setting(WS, "encryption", {"status": "Enabled", "keyVaultProperties": {"keyIdentifier": "k"}})),
+    Case("workspace-user-assigned-identity", setting(WS, "primaryUserAssignedIdentity", ...), WORKSPACE,
+         "no primary user-assigned identity",
+         comply=setting(WS, "primaryUserAssignedIdentity", "/subscriptions/x/userAssignedIdentities/ml")),
+    Case("workspace-identity-datastores", setting(WS, "systemDatastoresAuthMode", "accessKey"), WORKSPACE,
+         "authenticate with accessKey"),
+    Case("workspace-managed-network-private-endpoint-rule", setting(WS, "managedNetwork", FQDN_ONLY), WORKSPACE,
+         "no PrivateEndpoint outbound rule", comply=setting(WS, "managedNetwork", MANAGED_NETWORK)),
+    Case("workspace-private-link", drop(PE, "mlw-gpu-dev-workspace-pe"), WORKSPACE, "no private endpoint"),
+    Case("workspace-dependencies-private-endpoints", drop(PE, "mlw-gpu-dev-key-vault-pe"), WORKSPACE,
+         "key vault has no private endpoint"),
+    Case("workspace-diagnostic-logs", drop(DIAG, "mlw-gpu-dev-diagnostics"), WORKSPACE, "no diagnostic setting"),
+    Case("workspace-hbi-storage-private",
+         both(setting(WS, "hbiWorkspace", True),
+              setting(STORAGE, "networkRuleSet.ipRules", [{"iPAddressOrRange": "203.0.113.7", "action": "Allow"}])),
+         WORKSPACE, "admits 1 public IP range", comply=setting(WS, "hbiWorkspace", True)),
+    Case("workspace-image-build-compute", setting(WS, "imageBuildCompute", ...), WORKSPACE,
+         "imageBuildCompute is not set"),
+    Case("data-resources-protected", lambda b: b.one(STORAGE)["options"].pop("protect"), WORKSPACE, "not protected"),
+    # storage, key vault, registry
+    Case("storage-no-public-blob-access", setting(STORAGE, "allowBlobPublicAccess", True), WORKSPACE, "allowed"),
+    Case("storage-https-only", setting(STORAGE, "enableHttpsTrafficOnly", False), WORKSPACE, "plain HTTP"),
+    Case("storage-minimum-tls-1-2", setting(STORAGE, "minimumTlsVersion", "TLS1_0"), WORKSPACE, "TLS1_0"),
+    Case("storage-shared-key-disabled", setting(STORAGE, "allowSharedKeyAccess", True), WORKSPACE, "enabled"),
+    Case("storage-network-default-deny", setting(STORAGE, "networkRuleSet.defaultAction", "Allow"), WORKSPACE,
+         "default action is Allow"),
+    Case("storage-container-private", setting(CONTAINER, "publicAccess", "Blob"), WORKSPACE, "public access is Blob"),
+    Case("key-vault-purge-protection", setting(VAULT, "properties.enablePurgeProtection", False), WORKSPACE,
+         "purge protection"),
+    Case("key-vault-rbac-authorization", setting(VAULT, "properties.enableRbacAuthorization", False), WORKSPACE,
+         "access policies"),
+    Case("key-vault-public-network-disabled",
+         both(setting(VAULT, "properties.publicNetworkAccess", "Enabled"),
+              setting(VAULT, "properties.networkAcls.defaultAction", "Allow")), WORKSPACE, "allows by default"),
+    Case("registry-admin-user-disabled", setting(ACR, "adminUserEnabled", True), WORKSPACE, "admin user"),
+    Case("registry-anonymous-pull-disabled", setting(ACR, "anonymousPullEnabled", True), WORKSPACE, "anonymous pull"),
+    Case("registry-public-network-disabled", setting(ACR, "publicNetworkAccess", "Enabled"), WORKSPACE, "Enabled"),
+    Case("registry-sku-supports-private-link", setting(ACR, "sku.name", "Standard"), WORKSPACE, "SKU is Standard"),
+    # network
+    Case("nsg-no-internet-inbound", add_nsg_rule("Internet", "22"), "network", "22 (SSH)",
+         comply=add_nsg_rule("AzureMachineLearning", "44224")),
+    Case("subnet-has-nsg", setting(SUBNET, "networkSecurityGroup", ...), "network", "no network security group"),
+    Case("private-endpoint-dns", drop(DNS_GROUP, "mlw-gpu-dev-registry-dns"), WORKSPACE, "no private DNS zone group"),
+    # compute
+    Case("compute-local-auth-disabled", setting(COMPUTE, "properties.disableLocalAuth", False, CLUSTER), CLUSTER,
+         "local authentication is enabled"),
+    Case("compute-in-virtual-network", lambda b: aml(b).pop("subnet"), CLUSTER, "not in a virtual network"),
+    Case("compute-no-node-public-ip", lambda b: aml(b).update(enableNodePublicIp=True), CLUSTER, "enabled"),
+    Case("compute-ssh-disabled", lambda b: aml(b).update(remoteLoginPortPublicAccess="Enabled"), CLUSTER,
+         "SSH public access is Enabled"),
+    Case("compute-managed-identity", setting(COMPUTE, "identity", ..., CLUSTER), CLUSTER, "no managed identity"),
+    Case("compute-scale-settings-valid", lambda b: aml(b)["scaleSettings"].update(minNodeCount=3), CLUSTER,
+         "minNodeCount 3 is greater than maxNodeCount 2"),
+    Case("compute-scale-to-zero", lambda b: aml(b)["scaleSettings"].update(minNodeCount=1), CLUSTER,
+         "keeps 1 node(s) running"),
+    Case("compute-idle-scale-down", lambda b: aml(b)["scaleSettings"].update(nodeIdleTimeBeforeScaleDown="PT2H"),
+         CLUSTER, "120 minutes"),
+    Case("compute-instance-idle-shutdown", compute_instance(None), WORKSPACE, "no idle shutdown",
+         comply=compute_instance("PT60M")),
+    Case("compute-allowed-sizes", lambda b: aml(b).update(vmSize="Standard_NV36ads_A10_v5"), CLUSTER,
+         "Standard_NV36ads_A10_v5 is not in the allowed sizes"),
+    Case("compute-size-not-retired", lambda b: aml(b).update(vmSize="Standard_NC24rs_v3"), CLUSTER,
+         "retired (2025-09-30)"),
+    Case("compute-max-nodes", lambda b: aml(b)["scaleSettings"].update(maxNodeCount=64), CLUSTER,
+         "64 nodes, above the cap of 32"),
+    # environments
+    Case("environment-image-pinned",
+         setting(ENV_VERSION, "properties.image", "mcr.microsoft.com/azureml/curated/acpt-pytorch:latest",
+                 "acpt-pytorch-1"), "acpt-pytorch", ":latest"),
+    Case("environment-image-digest",
+         setting(ENV_VERSION, "properties.image", "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18",
+                 "acpt-pytorch-1"), "acpt-pytorch", "pinned by tag, not digest",
+         comply=lambda b: [v["inputs"]["properties"].update(image=v["inputs"]["properties"]["image"] + "@sha256:ab")
+                           for v in b.resources if v["type"] == ENV_VERSION and "image" in v["inputs"]["properties"]]),
+    # runs
+    Case("run-counts-valid", run_setting("ddp-per-process", "spec.resources.instance_count", 0), "ddp-per-process",
+         "instance_count is 0"),
+    Case("run-processes-exceed-gpus",
+         run_setting("ddp-per-process", "spec.distribution.process_count_per_instance", 16), "ddp-per-process",
+         "16 processes per node"),
+    Case("run-gpus-left-idle", run_setting("ddp-per-process", "spec.distribution.process_count_per_instance", 4),
+         "ddp-per-process", "4 of 8 GPUs stay idle"),
+    Case("run-launcher-on-per-process-launch",
+         run_setting("torchrun-per-node", "spec.distribution.process_count_per_instance", 8), "torchrun-per-node",
+         "started 8 times per node"),
+    Case("run-instance-count-exceeds-max-nodes", run_setting("ddp-per-process", "spec.resources.instance_count", 3),
+         "ddp-per-process", "scales to at most 2"),
+    Case("run-multi-node-without-infiniband",
+         on_cluster("ddp-per-process", "Standard_NC96ads_A100_v4", 8, rdma=False, sriov=False), "ddp-per-process",
+         "has no InfiniBand"),
+    Case("run-multi-node-rdma-without-sriov",
+         on_cluster("ddp-per-process", "Standard_NC24r", 8, rdma=True, sriov=False), "ddp-per-process",
+         "RDMA without SR-IOV"),
+    Case("run-infiniband-disabled", run_setting("torchrun-per-node", "spec.environment_variables.NCCL_IB_DISABLE", "1"),
+         "torchrun-per-node", "NCCL_IB_DISABLE=1 turns InfiniBand off"),
+    Case("run-launcher-variables-overridden",
+         run_setting("torchrun-per-node", "spec.environment_variables.MASTER_PORT", "29500"), "torchrun-per-node",
+         "sets MASTER_PORT"),
+    Case("run-mpi-environment", without_capability("horovod-mpi", "mpi"), "horovod-mpi", "not known to provide MPI"),
+    Case("run-horovod-environment", without_capability("horovod-mpi", "horovod"), "horovod-mpi",
+         "not known to provide it"),
+    Case("run-deepspeed-environment", without_capability("deepspeed-per-process", "deepspeed"),
+         "deepspeed-per-process", "uses DeepSpeed"),
+    Case("run-environment-infiniband", without_capability("ddp-per-process", "infiniband"), "ddp-per-process",
+         "InfiniBand libraries"),
+    Case("run-gpu-vendor-environment",
+         on_cluster("ddp-per-process", "Standard_ND96isr_MI300X_v5", 8, rdma=True, sriov=True, vendor="amd"),
+         "ddp-per-process", "has AMD GPUs"),
+    Case("run-environment-pinned",
+         both(run_setting("ddp-per-process", "environment.pinned", False),
+              run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch@latest")),
+         "ddp-per-process", "not pinned"),
+    Case("run-shm-size-sufficient", run_setting("deepspeed-per-process", "spec.resources.shm_size", "2g"),
+         "deepspeed-per-process", "give at least 8g"),
+    Case("run-timeout-set", run_setting("ddp-per-process", "spec.limits", ...), "ddp-per-process", "no limits.timeout"),
+    Case("run-secrets-in-environment-variables",
+         run_setting("torchrun-per-node", "spec.environment_variables.HF_TOKEN", HF_TOKEN), "torchrun-per-node",
+         "HF_TOKEN (holds a Hugging Face token)"),
+    Case("run-secrets-in-code", run_setting("ddp-per-process", "code_findings", ["ssh/id_rsa"]), "ddp-per-process",
+         "holds a credential in ssh/id_rsa"),
+    Case("run-low-priority-multi-node", run_setting("ddp-per-process", "cluster.tier", "low_priority"),
+         "ddp-per-process", "one preemption ends the run"),
+    Case("run-tensorflow-task-count", run_setting("tf-multiworker", "spec.distribution.worker_count", 3),
+         "tf-multiworker", "3 worker(s) + 0 parameter server(s) on 2 node(s)"),
+    Case("run-tensorflow-parameter-servers",
+         both(run_setting("tf-multiworker", "spec.distribution.worker_count", 1),
+              run_setting("tf-multiworker", "spec.distribution.parameter_server_count", 1)),
+         "tf-multiworker", "uses 1 parameter server"),
+    Case("run-tensorflow-task-names",
+         run_setting("tf-multiworker", "spec.command", "python train_tf.py --task_type master"), "tf-multiworker",
+         "'master'"),
+    Case("run-cluster-matches-plan", run_setting("ddp-per-process", "cluster.max_instances", 4), "ddp-per-process",
+         "resolved against max nodes 4"),
+    Case("run-environment-matches-plan", run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch:2"),
+         "ddp-per-process", "is not registered by this stack"),
+]
+
+
+def findings_of(case: Case, mutation: Mutation) -> list[Finding]:
+    b = baseline()
+    mutation(b)
+    report = b.evaluate(pack_config=case.pack_config)
+    return [f for f in report.findings if f.rule.id == case.rule]
+
+
+def test_every_rule_has_a_case() -> None:
+    assert sorted(c.rule for c in CASES) == sorted(BY_ID)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
+def test_compliant_case_passes(case: Case) -> None:
+    assert findings_of(case, case.comply) == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
+def test_violating_case_fails_for_the_right_resource(case: Case) -> None:
+    found = findings_of(case, both(case.comply, case.violate))
+    assert found, f"{case.rule} did not fire"
+    assert {f.owner.name for f in found} == {case.owner}
+    assert any(case.says in f.message for f in found), [f.message for f in found]
+    rule = BY_ID[case.rule]
+    assert all(f.enforcement == rule.enforcement and f.level == ("error" if rule.enforcement == "mandatory" else
+                                                                  "warning") for f in found)
+
+
+def test_rule_metadata_is_complete() -> None:
+    for rule in RULES:
+        assert rule.title and rule.rationale and rule.remediation, rule.id
+        assert rule.reference.startswith("https://"), rule.id
+        assert rule.severity in ("critical", "high", "medium", "low")
+
+
+@pytest.mark.parametrize(("today", "retired"), [(dt.date(2025, 9, 29), False), (dt.date(2025, 9, 30), True)])
+def test_size_retirement_follows_the_evaluation_date(today: dt.date, retired: bool) -> None:
+    b = baseline()
+    aml(b).update(vmSize="Standard_NC24rs_v3")
+    found = [f for f in b.evaluate(today=today).findings if f.rule.id == "compute-size-not-retired"]
+    assert bool(found) is retired
+
+
+def test_secret_values_never_appear_in_findings() -> None:
+    found = findings_of(CASES[[c.rule for c in CASES].index("run-secrets-in-environment-variables")],
+                        run_setting("torchrun-per-node", "spec.environment_variables.HF_TOKEN", HF_TOKEN))
+    assert found and all(HF_TOKEN not in f.text for f in found)
+
+
+@pytest.mark.parametrize(("name", "value", "flagged"), [
+    ("TOKENIZERS_PARALLELISM", "false", False),
+    ("WANDB_API_KEY", "0123456789abcdef", True),
+    ("WANDB_API_KEY", "${{inputs.key}}", False),
+    ("DB_PASSWORD", "hunter2", True),
+    ("STORAGE", "DefaultEndpointsProtocol=https;AccountKey=" + "A" * 86 + "==", True),
+    ("NCCL_SOCKET_IFNAME", "eth0", False),
+])
+def test_secret_variable_detection(name: str, value: str, flagged: bool) -> None:
+    b = baseline()
+    run_setting("ddp-per-process", f"spec.environment_variables.{name}", value)(b)
+    found = [f for f in b.evaluate().findings if f.rule.id == "run-secrets-in-environment-variables"]
+    assert bool(found) is flagged
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("NCCL_NET", "Socket"), ("UCX_TLS", "tcp,self,sm"), ("UCX_TLS", "^rc")]
+)
+def test_infiniband_switches(variable: str, value: str) -> None:
+    b = baseline()
+    run_setting("torchrun-per-node", f"spec.environment_variables.{variable}", value)(b)
+    found = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert [f.owner.name for f in found] == ["torchrun-per-node"]
+
+
+def test_infiniband_switch_in_the_command_is_caught() -> None:
+    b = baseline()
+    run_setting("ddp-per-process", "spec.command", "export NCCL_IB_DISABLE=1; python train.py")(b)
+    found = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert [f.message for f in found] == ["NCCL_IB_DISABLE=1 (in the command) turns InfiniBand off on "
+                                          "Standard_ND96asr_v4"]
+
+
+def test_unknown_values_are_never_violations() -> None:
+    # What `pulumi preview` of a new stack sees: ids and generated names are not known yet.
+    b = baseline()
+    aml(b)["subnet"]["id"] = "[unknown]"
+    setting(WS, "publicNetworkAccess", "[unknown]")(b)
+    for group in (r for r in b.resources if r["type"] == DNS_GROUP):
+        group["inputs"]["privateEndpointName"] = "[unknown]"
+    for pe in (r for r in b.resources if r["type"] == PE):
+        pe["inputs"]["privateLinkServiceConnections"][0]["privateLinkServiceId"] = "[unknown]"
+    b.one(DIAG)["inputs"]["resourceUri"] = "[unknown]"
+    assert b.evaluate().mandatory_failures == 0
+
+
+# ------------------------------------------------------------------ the seed documents' wrong examples
+
+
+SEED_CLUSTERS = [
+    {"name": "v100-ib", "size": "Standard_NC24rs_v3", "max_instances": 2},
+    {"name": "v100-eth", "size": "Standard_NC24s_v3", "max_instances": 2},
+    {"name": "a100-pcie", "size": "Standard_NC96ads_A100_v4", "max_instances": 2},
+    {"name": "k80-rdma", "size": "Standard_NC24r", "max_instances": 2},
+]
+
+
+def _seed_run(name: str, command: str, compute: str, procs: int, nodes: int = 1) -> dict[str, Any]:
+    return {"name": name, "code": "jobs/workloads", "command": command, "environment": "acpt-pytorch",
+            "compute": compute, "resources": {"instance_count": nodes}, "limits": {"timeout": 3600},
+            "distribution": {"type": "pytorch", "process_count_per_instance": procs}}
+
+
+SEED_RUNS = [
+    # azureml-examples' DeepSpeed job: the deepspeed launcher, with Azure ML also starting one process per GPU.
+    (_seed_run("ds-under-per-process", "deepspeed --num_gpus 4 train.py --deepspeed ds.json", "v100-ib", 4),
+     "run-launcher-on-per-process-launch"),
+    (_seed_run("two-per-node", "python train.py", "v100-ib", 2), "run-gpus-left-idle"),
+    (_seed_run("multi-node-nc24s", "python train.py", "v100-eth", 4, nodes=2), "run-multi-node-without-infiniband"),
+    (_seed_run("multi-node-nc96ads", "python train.py", "a100-pcie", 4, nodes=2), "run-multi-node-without-infiniband"),
+    (_seed_run("multi-node-nc24r", "python train.py", "k80-rdma", 4, nodes=2), "run-multi-node-rdma-without-sriov"),
+]
+
+
+def _add_seeds(config: dict[str, Any]) -> None:
+    config["aml-gpu-training:clusters"] += SEED_CLUSTERS
+    config["aml-gpu-training:jobs"] = [run for run, _ in SEED_RUNS]
+
+
+def test_seed_examples_wrong_for_their_cluster_are_caught(plan_variant: Any) -> None:
+    plan = plan_variant(_add_seeds)
+    resources = [r.to_json() for r in plan.resources]
+    runs = [ResolvedRun.from_props(r["inputs"]) for r in resources if r["type"] == RUN_TYPE]
+    stack_file = dev_config()
+    _add_seeds(stack_file)
+    values = {k.split(":", 1)[1]: v for k, v in stack_file.items() if k.startswith("aml-gpu-training:")}
+    config = build(values, location="westeurope", file="Pulumi.test.yaml", root=ROOT)
+    report = evaluate(resources, runs, config, today=TODAY)
+    found = {(f.rule.id, f.owner.name) for f in report.findings if f.enforcement == "mandatory"}
+    for run, rule in SEED_RUNS:
+        assert (rule, run["name"]) in found, f"{run['name']}: {sorted(found)}"
