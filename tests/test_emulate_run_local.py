@@ -110,6 +110,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "work").mkdir()
     (root / "t").mkdir()
     for name, text in SCRIPTS.items():
         (root / "t" / name).write_text(text.lstrip())
@@ -125,11 +126,16 @@ def mpirun() -> None:
         pytest.skip(message)
 
 
+def user_env(project: Path, **overrides: str) -> dict[str, str]:
+    """The user's environment, with work folders (made with mkdtemp) kept inside the test's project."""
+    return {**os.environ, "TMPDIR": str(project / "work"), **overrides}
+
+
 def run_local(project: Path, *args: str, timeout: float = 90, env: dict[str, str] | None = None
               ) -> subprocess.CompletedProcess[str]:
     argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
     return subprocess.run([*argv, "run-local", *args, "--stack", "test"], cwd=project, capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=env or user_env(project))
 
 
 def workdir(result: subprocess.CompletedProcess[str]) -> Path:
@@ -174,7 +180,7 @@ def test_per_node_torchrun_starts_its_workers_with_the_rewritten_count(project: 
 
 def test_mpi_ranks_see_open_mpis_variables_per_emulated_node(project: Path, mpirun: None) -> None:
     # Four GPUs "visible" (the probe never touches them): each emulated node must get two of its own.
-    result = run_local(project, "probe-mpi", env={**os.environ, "CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    result = run_local(project, "probe-mpi", env=user_env(project, CUDA_VISIBLE_DEVICES="0,1,2,3"))
     assert result.returncode == 0, result.stdout + result.stderr
     seen = probes(result)
     assert sorted(seen) == ["rank-0", "rank-1", "rank-2", "rank-3"]
@@ -257,7 +263,7 @@ def test_timeout_stops_the_run_with_124(project: Path) -> None:
 def test_ctrl_c_stops_every_process_and_exits_130(project: Path) -> None:
     argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
     proc = subprocess.Popen([*argv, "run-local", "sleep", "--stack", "test"], cwd=project, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=user_env(project))
     assert proc.stdout is not None
     up = [proc.stdout.readline() for _ in range(2)]
     assert all(" up" in line for line in up), up
@@ -310,6 +316,6 @@ def test_mpi_without_mpirun_says_how_to_install_it(project: Path, tmp_path: Path
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "bash").symlink_to(shutil.which("bash") or "/bin/bash")
-    result = run_local(project, "probe-mpi", env={**os.environ, "PATH": str(bin_dir)})
+    result = run_local(project, "probe-mpi", env=user_env(project, PATH=str(bin_dir)))
     assert result.returncode == 2
     assert "distribution 'mpi' runs under mpirun, which is not on PATH: install Open MPI" in result.stderr

@@ -23,6 +23,12 @@ from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, che
 from amlgpu.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
 from amlgpu.project import LoadedStack, load_stack
 
+OUTPUT_LAYOUT: OutputLayout = {
+    "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
+}
+"""What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there, so all
+``--out`` may hold before it is replaced."""
+
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
@@ -47,7 +53,11 @@ def run(args: argparse.Namespace) -> int:
     stack = load_stack(args.stack)
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
-    pack_config = _read_policy_config(args.policy_config) if args.policy_config else None
+    pack_config = None
+    if args.policy_config:
+        from policies.packconfig import load
+
+        pack_config = load(args.policy_config)
 
     _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
     result = plan_stack(stack, out, pack_config=pack_config)
@@ -64,26 +74,6 @@ def run(args: argparse.Namespace) -> int:
         print(result.render_text(out))
     _progress(f"Done in {time.monotonic() - started:.1f}s.")
     return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
-
-
-def _read_policy_config(path: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("policy config file not found", file=str(path)) from None
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"not valid JSON: {err}", file=str(path)) from None
-    if not isinstance(value, dict):
-        raise ConfigError("expected a JSON object of rule id -> settings", file=str(path))
-    return value
-
-
-OUTPUT_LAYOUT: OutputLayout = {
-    "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
-}
-"""What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there."""
 
 
 class PlanResult:
@@ -149,5 +139,7 @@ def plan_stack(stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | N
     # Job files land in <out>/jobs/: the renderer makes each `code` relative to that folder, as
     # `az ml job create -f` resolves it.
     job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
-    report = evaluate([r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config)
+    report = evaluate(
+        [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display
+    )
     return PlanResult(stack, plan, runs, job_files, report)

@@ -188,12 +188,15 @@ class LocalProcessLauncher:
         next_status = 0.0
         while True:
             now = time.monotonic()
-            for proc in live:
-                if proc.ended is None and proc.popen.poll() is not None:
-                    proc.ended = now
-                    if proc.code != 0 and proc.signalled is None and outcome == "ok":
-                        failure, outcome = proc, "failed"
-                        kill_at = self._stop(live, plan)
+            # Every exit is recorded before anyone is stopped: a process that failed in the same
+            # instant as the first one is a failure too, not a process the launcher stopped.
+            ended = [proc for proc in live if proc.ended is None and proc.popen.poll() is not None]
+            for proc in ended:
+                proc.ended = now
+            failed = next((p for p in ended if p.code != 0 and p.signalled is None), None)
+            if failed is not None and outcome == "ok":
+                failure, outcome = failed, "failed"
+                kill_at = self._stop(live, plan)
             if len(requests.signals) > handled:
                 if outcome != "ok":
                     kill_at = now  # asked while already stopping: no more grace

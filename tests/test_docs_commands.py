@@ -1,0 +1,171 @@
+"""The docs run as written.
+
+Fenced blocks in the pages below are read by their info string:
+
+* ```` ```sh ````: offline commands; run in order, page by page, with bash in a scratch copy of the
+  project (``.venv/bin`` first on PATH, as after ``source .venv/bin/activate``); each must exit 0;
+* ```` ```sh setup ```` (installing, cloning) and ```` ```sh azure ```` (needs a subscription, the
+  Pulumi CLI or ``az``): not run here, but they must parse as shell;
+* ```` ```yaml stack ````: a stack fragment (``aml-gpu-training:<key>:`` entries); all of a page's
+  fragments, added to the dev stack, must validate and plan offline with no mandatory policy failure;
+* anything else (``console`` transcripts, ``yaml``, ``python``) is prose.
+
+Relative links in every page must point at files that exist.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import NS, ROOT, dev_config, make_project
+
+PAGES = (
+    "docs/quickstart.md",
+    "docs/frameworks.md",
+    "docs/infiniband.md",
+    "docs/gitops.md",
+    "docs/troubleshooting.md",
+    "examples/multi-team/README.md",
+)
+SHELLS = {"sh", "bash", "shell"}
+SKIPPED_TAGS = {"setup", "azure"}
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    language: str
+    tags: tuple[str, ...]
+    body: str
+
+
+def blocks(page: str) -> list[Block]:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    found = []
+    for match in _FENCE.finditer(text):
+        language, *tags = match.group("info").split() or [""]
+        body = textwrap.dedent(match.group("indent") + match.group("body").replace("\n" + match.group("indent"), "\n"))
+        found.append(Block(page, text.count("\n", 0, match.start()) + 1, language, tuple(tags), body))
+    return found
+
+
+def _scratch_project(folder: Path) -> Path:
+    """A copy of the project a reader would have; shared trees are links, the rest copies (writable)."""
+    folder.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in ROOT.glob("Pulumi.*.yaml"))):
+        shutil.copy(ROOT / name, folder / name)
+    for name in ("docs", "schema", "examples"):
+        shutil.copytree(ROOT / name, folder / name)
+    for name in ("environments", "jobs"):
+        (folder / name).symlink_to(ROOT / name)
+    (folder / ".github").mkdir()
+    return folder
+
+
+def test_every_page_has_blocks_and_only_known_tags() -> None:
+    for page in PAGES:
+        found = blocks(page)
+        assert found, f"{page}: no fenced block"
+        for block in found:
+            if block.language in SHELLS:
+                assert set(block.tags) <= SKIPPED_TAGS, f"{page}:{block.line}: unknown tags {block.tags}"
+            assert block.language, f"{page}:{block.line}: a fence without a language"
+
+
+def test_quickstart_runs_the_offline_commands() -> None:
+    runnable = [b for b in blocks("docs/quickstart.md") if b.language in SHELLS and not b.tags]
+    commands = "\n".join(b.body for b in runnable)
+    for command in ("amlgpu doctor", "amlgpu plan --stack dev", "amlgpu policy list", "amlgpu schema"):
+        assert command in commands
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_shell_blocks_run_as_written(page: str, tmp_path: Path) -> None:
+    project = _scratch_project(tmp_path / "project")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for block in blocks(page):
+        if block.language not in SHELLS:
+            continue
+        if block.tags:
+            result = subprocess.run(["bash", "-n", "-c", block.body], capture_output=True, text=True, check=False)
+            assert result.returncode == 0, f"{page}:{block.line}: not valid shell\n{result.stderr}"
+            continue
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", block.body], cwd=project, env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, (
+            f"{page}:{block.line}: exit {result.returncode}\n{block.body}\n--- stdout\n{result.stdout[-3000:]}"
+            f"\n--- stderr\n{result.stderr[-3000:]}"
+        )
+
+
+def _fragments(page: str) -> list[dict[str, Any]]:
+    fragments = []
+    for block in blocks(page):
+        if block.language == "yaml" and block.tags == ("stack",):
+            fragment = yaml.safe_load(block.body)
+            assert isinstance(fragment, dict) and all(k.startswith(f"{NS}:") for k in fragment), block
+            fragments.append(fragment)
+    return fragments
+
+
+# What docs/frameworks.md promises about each of its runs: the launcher amlgpu infers for it.
+FRAMEWORK_LAUNCHERS = {
+    "ddp-per-process": "per-process",
+    "ddp-torchrun": "torchrun",
+    "lightning-per-node": "lightning",
+    "hf-trainer": "hf-trainer",
+    "hf-accelerate": "accelerate",
+    "deepspeed-per-process": "per-process",
+    "deepspeed-mpi": "mpi",
+    "horovod": "horovod",
+    "tf-multiworker": "tf-multiworker",
+}
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if _fragments(p)])
+def test_stack_fragments_plan_without_a_mandatory_failure(page: str, tmp_path: Path) -> None:
+    from amlgpu.commands.plan import plan_stack
+    from amlgpu.project import load_stack
+
+    config = dev_config()
+    for fragment in _fragments(page):
+        for key, value in fragment.items():
+            if isinstance(value, list):
+                config[key] = [*config.get(key, []), *value]
+            else:
+                config[key] = value
+    project = make_project(tmp_path / "project", config)
+    (project / "src").mkdir()  # the pages' runs upload `code: src`
+    (project / "src" / "train.py").write_text("print('training')\n")
+    result = plan_stack(load_stack("test", project), project / "build")
+    mandatory = [f.text for f in result.report.findings if f.enforcement == "mandatory" and not f.waived]
+    assert result.report.mandatory_failures == 0, mandatory
+    launchers = {run.name: run.launcher for run in result.runs}
+    if page == "docs/frameworks.md":
+        assert {name: launchers.get(name) for name in FRAMEWORK_LAUNCHERS} == FRAMEWORK_LAUNCHERS
+
+
+@pytest.mark.parametrize("page", [*PAGES, "docs/config.md"])
+def test_relative_links_resolve(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    for match in _LINK.finditer(text):
+        target = match.group("target").split("#", 1)[0]
+        if not target or re.match(r"^[a-z]+:", target):
+            continue
+        assert ((ROOT / page).parent / target).exists(), f"{page}: broken link {match.group('target')}"

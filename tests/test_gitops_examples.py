@@ -1,0 +1,75 @@
+"""examples/: every example stack validates and plans offline with no mandatory policy failure, exactly as a
+team that copies it to its project root will see it; the multi-team layout keeps its promises."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from amlgpu.cli import main
+from amlgpu.config import from_stackfile
+from amlgpu.stackfile import read
+from tests.conftest import NS, ROOT, make_project
+
+EXAMPLES = sorted((ROOT / "examples").glob("**/Pulumi.*.yaml"))
+MULTI_TEAM = ROOT / "examples" / "multi-team"
+
+
+def _stack_name(path: Path) -> str:
+    return path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+
+
+def test_the_multi_team_layout_has_several_stacks() -> None:
+    assert len(list(MULTI_TEAM.glob("Pulumi.*.yaml"))) >= 3
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_example_stack_validates(path: Path) -> None:
+    config = from_stackfile(read(path), ROOT)
+    assert config.clusters
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_example_stack_plans_offline_without_a_mandatory_failure(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Copied to a project root (the README's step 2) and planned with the real CLI."""
+    stack = _stack_name(path)
+    project = make_project(tmp_path / "project", {}, stack=stack)
+    shutil.copy(path, project / path.name)  # the file as shipped, comments and all
+    monkeypatch.chdir(project)
+    code = main(["plan", "--stack", stack, "--format", "json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0, (project / "build" / stack / "policy.md").read_text()
+    assert summary["policy"]["mandatory_failures"] == 0
+    declared = yaml.safe_load(path.read_text())["config"].get(f"{NS}:jobs", [])
+    assert summary["runs"] == sorted(run["name"] for run in declared)
+    for run in summary["runs"]:
+        assert (project / "build" / stack / "jobs" / f"{run}.yml").is_file()
+
+
+def test_teams_do_not_collide() -> None:
+    """Distinct workspaces and resource groups, and address spaces that can be peered with each other."""
+    configs = [from_stackfile(read(path), ROOT) for path in sorted(MULTI_TEAM.glob("Pulumi.*.yaml"))]
+    workspaces = [c.workspace.name for c in configs]
+    groups = [c.workspace.resource_group_name for c in configs]
+    assert len(set(workspaces)) == len(workspaces) and len(set(groups)) == len(groups)
+    spaces = [ipaddress.ip_network(c.network.address_space) for c in configs if c.network.creates_network]
+    assert len(spaces) >= 2
+    for i, space in enumerate(spaces):
+        for other in spaces[i + 1:]:
+            assert not space.overlaps(other), f"{space} overlaps {other}"
+
+
+def test_every_example_stack_has_an_owner_and_a_line_in_the_readme() -> None:
+    owners = (MULTI_TEAM / "CODEOWNERS").read_text()
+    readme = (MULTI_TEAM / "README.md").read_text()
+    for path in MULTI_TEAM.glob("Pulumi.*.yaml"):
+        assert f"/{path.name} " in owners
+        assert f"`{path.name}`" in readme
+        assert f"amlgpu plan --stack {_stack_name(path)}" in readme

@@ -1,0 +1,251 @@
+"""Resolving declared runs against their stack: references, GPU-aware defaults, facts, code findings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amlgpu.config import StackConfig, build
+from jobs import code_scan
+from jobs.resolve import resolve_all, resolve_run
+from tests.conftest import NS, ROOT, dev_config
+
+
+def stack(root: Path, jobs: list[dict[str, Any]], **sections: Any) -> StackConfig:
+    config = {k.removeprefix(f"{NS}:"): v for k, v in dev_config().items() if k.startswith(f"{NS}:")}
+    config.update(sections, jobs=jobs)
+    return build(config, location="westeurope", file="Pulumi.test.yaml", root=root)
+
+
+def declared(**fields: Any) -> dict[str, Any]:
+    return {"name": "r", "code": "src", "command": "python train.py", "environment": "acpt-pytorch",
+            "compute": "gpu-a100", "distribution": {"type": "pytorch"}, **fields}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print('training')\n")
+    (tmp_path / "environments").symlink_to(ROOT / "environments")  # the stack's build contexts
+    return tmp_path
+
+
+def resolve_one(root: Path, **fields: Any) -> Any:
+    config = stack(root, [declared(**fields)])
+    return resolve_run(config.jobs[0], config, root)
+
+
+@pytest.mark.parametrize(
+    ("command", "distribution", "expected"),
+    [
+        ("python train.py", {"type": "pytorch"}, {"type": "pytorch", "process_count_per_instance": 8}),
+        ("python train.py", {"type": "pytorch", "process_count_per_instance": 4},
+         {"type": "pytorch", "process_count_per_instance": 4}),
+        ("torchrun --nproc_per_node 8 train.py", {"type": "pytorch"},
+         {"type": "pytorch", "process_count_per_instance": 1}),
+        ("accelerate launch --num_processes 8 train.py", {"type": "pytorch"},
+         {"type": "pytorch", "process_count_per_instance": 1}),
+        ("deepspeed --num_gpus 8 train.py", {"type": "pytorch"}, {"type": "pytorch", "process_count_per_instance": 1}),
+        ("python horovod_train.py", {"type": "mpi"}, {"type": "mpi", "process_count_per_instance": 8}),
+        ("python lightning_train.py --devices 8", {"type": "mpi"}, {"type": "mpi", "process_count_per_instance": 1}),
+        ("python mnist.py", {"type": "tensorflow"},
+         {"type": "tensorflow", "worker_count": 2, "parameter_server_count": 0}),
+        ("python mnist.py", {"type": "tensorflow", "worker_count": 1, "parameter_server_count": 1},
+         {"type": "tensorflow", "worker_count": 1, "parameter_server_count": 1}),
+    ],
+)
+def test_distribution_defaults_follow_the_launch_style(root: Path, command: str, distribution: dict[str, Any],
+                                                       expected: dict[str, Any]) -> None:
+    run = resolve_one(root, command=command, distribution=distribution, resources={"instance_count": 2})
+    assert run.spec["distribution"] == expected
+
+
+@pytest.mark.parametrize(
+    ("size", "shm"),
+    [("Standard_ND96asr_v4", "32g"), ("Standard_NC96ads_A100_v4", "16g"), ("Standard_NC4as_T4_v3", "4g"),
+     ("Standard_ND128isr_NDR_GB200_v6", "16g")],
+)
+def test_shm_size_defaults_to_4g_per_gpu(root: Path, size: str, shm: str) -> None:
+    clusters = [{"name": "gpu-a100", "size": size, "max_instances": 2}]
+    config = stack(root, [declared()], clusters=clusters)
+    assert resolve_run(config.jobs[0], config, root).spec["resources"]["shm_size"] == shm
+
+
+def test_declared_shm_size_is_kept(root: Path) -> None:
+    assert resolve_one(root, resources={"shm_size": "8g"}).spec["resources"] == {"instance_count": 1, "shm_size": "8g"}
+
+
+def test_every_declared_setting_reaches_the_spec(root: Path) -> None:
+    run = resolve_one(
+        root,
+        name="cifar",
+        display_name="CIFAR",
+        experiment_name="cifar-exp",
+        description="Two nodes",
+        tags={"team": "vision"},
+        code="./src/",
+        command="python train.py --data ${{inputs.data}} --lr ${{inputs.lr}} --out ${{outputs.model}}",
+        environment="acpt-pytorch",
+        compute="azureml:gpu-a100",
+        inputs={
+            "data": {"type": "uri_file", "path": "https://example.org/cifar.tar.gz", "mode": "download"},
+            "lr": 0.2, "epochs": 3, "tag": "x",
+        },
+        outputs={"model": {"type": "uri_folder", "mode": "rw_mount"}},
+        environment_variables={"NCCL_DEBUG": "INFO"},
+        resources={"instance_count": 2, "shm_size": "16g", "docker_args": "--ulimit memlock=-1"},
+        distribution={"type": "pytorch", "process_count_per_instance": 8},
+        limits={"timeout": 7200},
+        identity={"type": "managed", "client_id": "00000000-0000-0000-0000-0000000000aa"},
+        services={"ssh": {"type": "ssh", "nodes": "all", "ssh_public_keys": "ssh-ed25519 AAAA x"},
+                  "tb": {"type": "tensor_board", "log_dir": "outputs/tb"}},
+        queue_settings={"job_tier": "standard", "priority": "high"},
+    )
+    assert run.spec == {
+        "type": "command",
+        "name": "cifar",
+        "display_name": "CIFAR",
+        "experiment_name": "cifar-exp",
+        "description": "Two nodes",
+        "tags": {"team": "vision"},
+        "code": "src",
+        "command": "python train.py --data ${{inputs.data}} --lr ${{inputs.lr}} --out ${{outputs.model}}",
+        "environment": "azureml:acpt-pytorch:1",
+        "compute": "azureml:gpu-a100",
+        "inputs": {
+            "data": {"type": "uri_file", "path": "https://example.org/cifar.tar.gz", "mode": "download"},
+            "epochs": 3, "lr": 0.2, "tag": "x",
+        },
+        "outputs": {"model": {"type": "uri_folder", "mode": "rw_mount"}},
+        "environment_variables": {"NCCL_DEBUG": "INFO"},
+        "resources": {"instance_count": 2, "shm_size": "16g", "docker_args": "--ulimit memlock=-1"},
+        "distribution": {"type": "pytorch", "process_count_per_instance": 8},
+        "limits": {"timeout": 7200},
+        # azure-ai-ml writes "managed" back as "managed_identity"; the spec says what the job file says.
+        "identity": {"type": "managed_identity", "client_id": "00000000-0000-0000-0000-0000000000aa"},
+        "services": {"ssh": {"type": "ssh", "nodes": "all", "ssh_public_keys": "ssh-ed25519 AAAA x"},
+                     "tb": {"type": "tensor_board", "log_dir": "outputs/tb"}},
+        "queue_settings": {"job_tier": "standard", "priority": "high"},
+    }
+
+
+def _keys_sorted_and_nothing_empty(value: Any) -> bool:
+    if isinstance(value, dict):
+        return list(value) == sorted(value) and all(
+            v is not None and v != {} and _keys_sorted_and_nothing_empty(v) for v in value.values()
+        )
+    return True
+
+
+def test_spec_states_only_what_is_set_in_a_stable_order(root: Path) -> None:
+    run = resolve_one(root)
+    assert run.spec == {
+        "code": "src", "command": "python train.py", "compute": "azureml:gpu-a100",
+        "distribution": {"process_count_per_instance": 8, "type": "pytorch"},
+        "environment": "azureml:acpt-pytorch:1", "name": "r",
+        "resources": {"instance_count": 1, "shm_size": "32g"}, "type": "command",
+    }
+    assert _keys_sorted_and_nothing_empty(run.spec)
+    assert json.dumps(resolve_one(root).spec) == json.dumps(run.spec)
+
+
+@pytest.mark.parametrize(("code", "spec_code"), [("src", "src"), ("./src/", "src"), ("src/../src", None), (".", ".")])
+def test_code_stays_relative_to_the_project_root(root: Path, code: str, spec_code: str | None) -> None:
+    if spec_code is None:
+        with pytest.raises(Exception, match="inside the project"):
+            resolve_one(root, code=code)
+        return
+    assert resolve_one(root, code=code).spec["code"] == spec_code
+
+
+REGISTRY = "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/versions/18"
+
+
+@pytest.mark.parametrize(
+    ("reference", "spec_env", "facts"),
+    [
+        ("acpt-pytorch", "azureml:acpt-pytorch:1",
+         {"name": "acpt-pytorch", "source": "image", "pinned": True,
+          "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18"}),
+        ("azureml:acpt-pytorch:1", "azureml:acpt-pytorch:1", {"name": "acpt-pytorch", "source": "image"}),
+        ("tf-gpu", "azureml:tf-gpu:1", {"name": "tf-gpu", "source": "build", "image": None,
+                                         "capabilities": ("cuda", "infiniband", "mpi", "nccl", "tensorflow")}),
+        ("registry-acpt", REGISTRY, {"name": "registry-acpt", "source": "reference", "pinned": True}),
+        ("azureml:team-env:7", "azureml:team-env:7", {"name": None, "source": "external", "pinned": True,
+                                                     "capabilities": ()}),
+        ("azureml:team-env@latest", "azureml:team-env@latest", {"source": "external", "pinned": False}),
+        ("azureml:team-env:latest", "azureml:team-env:latest", {"pinned": False}),
+        ("azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/labels/latest",
+         "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/labels/latest",
+         {"pinned": False, "capabilities": ("cuda", "deepspeed", "infiniband", "mpi", "nccl", "pytorch")}),
+    ],
+)
+def test_environment_references_and_facts(root: Path, reference: str, spec_env: str, facts: dict[str, Any]) -> None:
+    environments = [*dev_config()[f"{NS}:environments"], {"name": "registry-acpt", "reference": REGISTRY}]
+    config = stack(root, [declared(environment=reference)], environments=environments)
+    run = resolve_run(config.jobs[0], config, root)
+    assert run.spec["environment"] == spec_env
+    assert run.environment.id == spec_env
+    for key, value in facts.items():
+        assert getattr(run.environment, key) == value, key
+
+
+def test_cluster_facts_come_from_the_stack_and_the_sku_catalogue(root: Path) -> None:
+    facts = resolve_one(root).cluster
+    assert (facts.name, facts.size, facts.gpus, facts.gpu_vendor) == ("gpu-a100", "Standard_ND96asr_v4", 8, "nvidia")
+    assert (facts.rdma, facts.sriov, facts.infiniband) == (True, True, True)
+    assert (facts.min_instances, facts.max_instances, facts.tier) == (0, 2, "dedicated")
+
+
+def test_launcher_and_its_count_are_recorded(root: Path) -> None:
+    run = resolve_one(root, command="torchrun --nproc_per_node gpu train.py")
+    assert (run.launcher, run.launcher_nproc_per_node) == ("torchrun", 8)
+
+
+def test_resolve_all_is_sorted_by_name(root: Path) -> None:
+    config = stack(root, [declared(name="zeta"), declared(name="alpha"), declared(name="mid")])
+    assert [r.name for r in resolve_all(config, root)] == ["alpha", "mid", "zeta"]
+
+
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow...\n-----END RSA PRIVATE KEY-----\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "found"),
+    [
+        ("id_rsa", "anything", True),
+        ("keys/id_ed25519", "anything", True),
+        ("keys/id_ed25519.pub", "ssh-ed25519 AAAA", False),
+        ("certs/server.pem", PEM, True),
+        ("certs/ca.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", False),
+        ("ssh/key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n", True),
+        ("ssh/enc.key", "-----BEGIN ENCRYPTED PRIVATE KEY-----\n", True),
+        ("config.py", "TOKEN = 'ghp_" + "a" * 36 + "'\n", True),
+        ("settings.ini", "aws_access_key_id = AKIA" + "ABCDEFGHIJKLMNOP" + "\n", True),
+        ("notes.md", "hf_" + "x" * 34, True),
+        ("conn.txt", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=" + "A" * 86 + "==;", True),
+        ("store.pfx", "binary", True),
+        ("train.py", "import torch\nprint('no secrets here: ghp_short')\n", False),
+        ("weights.bin", "\0\0" + PEM, False),
+        ("big.txt", PEM + "x" * (code_scan.MAX_BYTES + 1), False),
+        (".venv/lib/id_rsa", "anything", False),
+        (".git/config", PEM, False),
+    ],
+)
+def test_code_scan_reports_private_keys_and_tokens(tmp_path: Path, path: str, content: str, found: bool) -> None:
+    target = tmp_path / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    assert code_scan.scan(tmp_path) == ((path,) if found else ())
+
+
+def test_code_findings_are_relative_sorted_paths_never_content(root: Path) -> None:
+    (root / "src" / "z_id_rsa_copy").write_text(PEM)
+    (root / "src" / "deploy").mkdir()
+    (root / "src" / "deploy" / "id_rsa").write_text("x")
+    run = resolve_one(root)
+    assert run.code_findings == ("deploy/id_rsa", "z_id_rsa_copy")
+    assert "PRIVATE" not in json.dumps(run.to_props())
