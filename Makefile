@@ -47,6 +47,10 @@ format: $(DEV)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+## schema: regenerate the stack JSON Schema and docs/config.md from the model
+schema: $(RUNTIME)
+	$(BIN)/amlgpu schema --write
+
 bench: $(DEV)
 	$(BIN)/python bench/plan_bench.py
 

@@ -24,15 +24,10 @@ from infra.workspace import Workspace, WorkspaceArgs
 ROOT = Path(__file__).resolve().parent
 
 try:
-    config, secret_keys = from_pulumi_config(pulumi.get_stack(), ROOT)
+    config = from_pulumi_config(pulumi.get_stack(), ROOT)
 except ConfigError as err:
     # RunError prints the message alone: the user sees the file and key, not a traceback.
     raise pulumi.RunError(str(err)) from None
-
-
-def export(key: str, value: object) -> None:
-    """Export a stack output, kept secret when its config key was set with --secret."""
-    pulumi.export(key, pulumi.Output.secret(value) if key in secret_keys else value)
 
 
 client = authorization.get_client_config()
@@ -132,7 +127,7 @@ environments = {
 }
 runs = declare_runs(config, ROOT)
 
-export(
+pulumi.export(
     "workspace",
     {
         "subscription_id": client.subscription_id,
@@ -142,8 +137,8 @@ export(
         "id": workspace.workspace.id,
     },
 )
-export("network", {"subnet_id": network.subnet_id, "virtual_network_id": network.virtual_network_id})
-export(
+pulumi.export("network", {"subnet_id": network.subnet_id, "virtual_network_id": network.virtual_network_id})
+pulumi.export(
     "clusters",
     {
         c.name: {
@@ -158,5 +153,5 @@ export(
         for c in config.clusters
     },
 )
-export("environments", {name: env.asset_id for name, env in environments.items()})
-export("jobs", {name: run.spec for name, run in runs.items()})
+pulumi.export("environments", {name: env.asset_id for name, env in environments.items()})
+pulumi.export("jobs", {name: run.spec for name, run in runs.items()})

@@ -17,6 +17,18 @@ COMMANDS = ("plan", "run-local", "submit", "policy", "schema", "doctor")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
+_EPILOG = """\
+start here:
+  amlgpu doctor                             what this machine can do, and what to install
+  amlgpu plan --stack dev                   plan Pulumi.dev.yaml offline, with the policy verdict
+  amlgpu run-local ddp-train --stack dev    run a declared run here, as Azure ML would start it
+  amlgpu submit ddp-train --stack dev       send it to the deployed workspace
+  amlgpu COMMAND --help                     a command's options
+
+exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.
+docs: docs/quickstart.md"""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
@@ -26,9 +38,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="amlgpu",
-        description="Distributed GPU training on Azure Machine Learning, as code: "
+        description="Distributed GPU training on Azure Machine Learning, as code:\n"
         "plan the Pulumi stack offline, check it against policy, emulate runs locally, submit them.",
-        epilog="Exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True

@@ -110,6 +110,17 @@ class StackConfig(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _with_fabric_checks(self, info: ValidationInfo) -> StackConfig:
+        # Generated after the reference checks: they only reference what the stack declares.
+        from jobs.fabric_check import fabric_check_runs
+
+        root = Path((info.context or {}).get("root", "."))
+        checks = fabric_check_runs(self.clusters, self.environments, {r.name for r in self.jobs}, root)
+        if checks:
+            object.__setattr__(self, "jobs", [*self.jobs, *checks])
+        return self
+
     def cluster(self, name: str) -> Cluster:
         return next(c for c in self.clusters if c.name == name)
 
@@ -212,6 +223,16 @@ RUN_SECRET_MESSAGE = (
 )
 """Why a run may hold no secret (the policy pack's run-secrets-in-environment-variables has the same reason)."""
 
+NOT_A_SECRET = {
+    "workspace": "workspace settings end up as resource properties and tags, readable by anyone with Reader "
+    "access to the resource group (tags also in cost exports), so a secret there is not secret",
+    "clusters": "cluster settings and tags are readable by anyone with Reader access to the workspace, "
+    "so a secret there is not secret",
+}
+"""Why the rest of the stack model holds no secret either. Names, ids, sizes and counts are not secrets;
+credentials belong in the provider's own settings (e.g. azure-native:clientSecret) or in the key vault."""
+
+
 
 def _secret_path(value: Any, path: str) -> str | None:
     """The config path of the first encrypted value inside ``value`` (``jobs[0].environment_variables.X``)."""
@@ -271,9 +292,14 @@ def build(
         raise ConfigError(
             f"unknown key{_hint(key, dict.fromkeys(_FIELDS))}", file=file, key=f"{NAMESPACE}:{key}"
         )
-    if "jobs" in secret:
-        where = _secret_path(values.get("jobs"), "jobs") or "jobs"
-        raise ConfigError(RUN_SECRET_MESSAGE, file=file, key=f"{NAMESPACE}:{where}")
+    for key in sorted(secret & set(values)):
+        where = _secret_path(values.get(key), key) or key
+        reason = RUN_SECRET_MESSAGE if key == "jobs" else NOT_A_SECRET.get(
+            key, "the stack model holds names, ids, sizes and settings, none of them secret, and the offline "
+            "plan cannot decrypt a value to check it"
+        )
+        raise ConfigError(f"an encrypted (secure:) value is not accepted here: {reason}; set it in plain text "
+                          "or keep the secret out of the stack", file=file, key=f"{NAMESPACE}:{where}")
     if location == SECRET_PLACEHOLDER:
         raise ConfigError("the region is encrypted (secure:) and cannot be read offline; a region is not a "
                           "secret: set it in plain text", file=file, key=LOCATION_KEY)
@@ -292,13 +318,15 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     prefix = f"{NAMESPACE}:"
     values = {k.removeprefix(prefix): v for k, v in stack.config.items() if k.startswith(prefix)}
     location = stack.config.get(LOCATION_KEY)
+    if location is not None and not isinstance(location, str):
+        raise ConfigError(f"expected a region name such as westeurope (got {json.dumps(location, default=str)[:40]})",
+                          file=stack.display, key=LOCATION_KEY)
     secret = frozenset(k.removeprefix(prefix) for k in stack.secret_keys if k.startswith(prefix))
-    location_value = location if isinstance(location, str) else None
-    return build(values, location=location_value, file=stack.display, root=root, secret=secret)
+    return build(values, location=location, file=stack.display, root=root, secret=secret)
 
 
-def from_pulumi_config(stack_name: str, root: Path) -> tuple[StackConfig, frozenset[str]]:
-    """The stack model of the running Pulumi program, and the namespace keys set as secrets.
+def from_pulumi_config(stack_name: str, root: Path) -> StackConfig:
+    """The stack model of the running Pulumi program (a namespace key set with --secret is an error).
 
     Reads every ``aml-gpu-training:*`` key the engine handed over (unknown keys are errors, which
     ``pulumi.Config`` alone cannot detect), decoding structured values from their JSON strings.
@@ -320,5 +348,4 @@ def from_pulumi_config(stack_name: str, root: Path) -> tuple[StackConfig, frozen
         k.removeprefix(prefix) for k in handed if k.startswith(prefix) and runtime_config.is_config_secret(k)
     )
     location = handed.get(LOCATION_KEY)
-    config = build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root, secret=secret)
-    return config, secret
+    return build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root, secret=secret)

@@ -28,8 +28,9 @@ Pulumi's and the providers'. Unknown keys of this namespace are errors, with a "
 
 * Editors: add `# yaml-language-server: $schema={SCHEMA_PATH}` as the first line of a stack file to
   get completion, hover help and these checks as you type (VS Code: the Red Hat YAML extension).
-* Secrets: values of string maps (`environment_variables`, `tags`...) may be set with
-  `pulumi config set --secret --path '{NAMESPACE}:jobs[0].environment_variables.NAME'`.
+* Secrets: no value of this namespace may be set with `pulumi config set --secret`: names, sizes
+  and tags are readable in Azure, and runs keep their settings readable in the job definition. Keep
+  secrets in the workspace key vault ([operations.md](operations.md#secrets)).
 * What a schema cannot say (a run's cluster exists, a build folder exists, exactly one of `image`,
   `build` or `reference`) is checked by `amlgpu plan`, with the file and key of the mistake.
 * Whether a stack is *wise* (InfiniBand for multi-node runs, secure defaults kept...) is policy:

@@ -44,6 +44,8 @@ class PlannedResource:
             "type": self.type,
             "name": self.name,
             "parent": self.parent,
+            # Logical names are unique only per type: the parent's type makes the reference exact.
+            **({"parentType": _type_of(self.parent_urn)} if self.parent_urn else {}),
             "inputs": self.inputs,
             **({"options": self.options} if self.options else {}),
         }

@@ -12,8 +12,7 @@ Shape, so typos fail in the editor as they fail in ``amlgpu plan``:
 * every object of the namespace has ``additionalProperties: false``;
 * Azure naming rules become ``pattern`` (with ``patternErrorMessage``, which yaml-language-server shows
   instead of the bare regex), GPU sizes an ``enum`` of the catalogue's spellings;
-* values of string maps (``environment_variables``, ``tags``...) may be secrets set with
-  ``pulumi config set --secret --path``, stored as ``{secure: ...}``.
+* no value of the namespace may be a secret (``{secure: ...}``): see ``amlgpu.config.NOT_A_SECRET``.
 
 What a schema cannot express (cross-references between clusters and runs, files on disk, one of
 ``image``/``build``/``reference``) is checked by the model; the schema never rejects a stack the
@@ -27,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import textwrap
 import typing
 from collections.abc import Iterator
@@ -168,17 +168,6 @@ FIELD_DOCS: dict[str, str] = {
     "Waiver.reason": "Why the exception is acceptable, for the reviewer (10 characters or more).",
 }
 
-# Values of these maps may be Pulumi secrets; the offline plan reads them as "[secret]", which the model
-# accepts, so the schema accepts the encrypted form too.
-_SECRET_VALUE = {
-    "type": "object",
-    "description": "A secret set with `pulumi config set --secret --path`, encrypted by Pulumi.",
-    "properties": {"secure": {"type": "string", "description": "The encrypted value, as Pulumi writes it."}},
-    "required": ["secure"],
-    "additionalProperties": False,
-}
-
-
 class _Generator(GenerateJsonSchema):
     """Pydantic's generator, plus the naming rules (opaque ``AfterValidator`` functions to pydantic)."""
 
@@ -226,7 +215,7 @@ def attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
             continue
         body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
         statements = body.body if isinstance(body, ast.ClassDef) else []
-        for statement, following in zip(statements, statements[1:], strict=False):
+        for statement, following in itertools.pairwise(statements):
             if (
                 isinstance(statement, ast.AnnAssign)
                 and isinstance(statement.target, ast.Name)
@@ -266,17 +255,6 @@ def _drop_titles(node: Any) -> None:
             _drop_titles(value)
 
 
-def _allow_secret_map_values(node: Any) -> None:
-    if isinstance(node, dict):
-        if node.get("type") == "object" and node.get("additionalProperties") == {"type": "string"}:
-            node["additionalProperties"] = {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/SecretValue"}]}
-        for value in node.values():
-            _allow_secret_map_values(value)
-    elif isinstance(node, list):
-        for value in node:
-            _allow_secret_map_values(value)
-
-
 def stack_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a whole ``Pulumi.<stack>.yaml`` file."""
     generated = StackConfig.model_json_schema(schema_generator=_Generator, ref_template="#/$defs/{model}")
@@ -291,7 +269,6 @@ def stack_schema() -> dict[str, Any]:
     definitions["Cluster"]["properties"]["size"]["description"] += (
         " One of the catalogue's sizes (amlgpu accepts any letter case; the schema offers Azure's spelling)."
     )
-    definitions["SecretValue"] = _SECRET_VALUE
 
     fields: dict[str, Any] = generated["properties"]
     location = fields.pop("location")
@@ -339,7 +316,6 @@ def stack_schema() -> dict[str, Any]:
     }
     _drop_titles(schema["properties"])
     _drop_titles(schema["$defs"])
-    _allow_secret_map_values(schema)
     return schema
 
 

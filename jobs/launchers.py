@@ -2,26 +2,27 @@
 
 Azure ML starts ``process_count_per_instance`` processes per node itself (``distribution: pytorch``
 or ``mpi``; TensorFlow: one per worker). What runs inside them decides whether that count must be
-the node's GPUs or 1:
+the node's GPUs or 1.
 
-========================  ==========================================================  ==========
-launcher                  recognised by                                               starts
-========================  ==========================================================  ==========
-per-process               plain ``python script.py`` under ``distribution: pytorch``  one per GPU (Azure ML)
-hf-trainer                per-process, with Hugging Face Trainer arguments            one per GPU (Azure ML)
-                          (``--model_name_or_path``, ``--per_device_train_batch_size``)
-torchrun                  ``torchrun`` / ``python -m torch.distributed.run``          per node
-torch.distributed.launch  ``python -m torch.distributed.launch``                      per node
-lightning                 ``lightning run`` / ``fabric run``, ``python -m lightning``,  per node
-                          LightningCLI ``--trainer.*`` flags, a ``*lightning*`` script
-accelerate                ``accelerate launch``                                       per node
-deepspeed                 the ``deepspeed`` CLI (``python -m deepspeed.launcher.runner``) per node
-horovod                   ``distribution: mpi`` and Horovod in the command or the      one per GPU (mpirun)
-                          environment's name
-mpi                       any other program under ``distribution: mpi``                one per GPU (mpirun)
-tf-multiworker            ``distribution: tensorflow`` without parameter servers      one per worker
-tf-parameter-server       ``distribution: tensorflow`` with parameter servers         one per task
-========================  ==========================================================  ==========
+Started by Azure ML, one process (or MPI rank) per GPU:
+
+* ``per-process``: plain ``python script.py`` under ``distribution: pytorch``;
+* ``hf-trainer``: the same with Hugging Face Trainer arguments (``--model_name_or_path``,
+  ``--per_device_train_batch_size``);
+* ``horovod``: ``distribution: mpi`` with Horovod in the command or the environment's name;
+* ``mpi``: any other program under ``distribution: mpi``.
+
+Per-node launchers, started once per node, starting the GPU processes themselves:
+
+* ``torchrun``: ``torchrun`` or ``python -m torch.distributed.run``;
+* ``torch.distributed.launch``: ``python -m torch.distributed.launch``;
+* ``lightning``: ``lightning run`` / ``fabric run``, ``python -m lightning``, LightningCLI
+  ``--trainer.*`` flags, or a script named ``*lightning*``;
+* ``accelerate``: ``accelerate launch``;
+* ``deepspeed``: the ``deepspeed`` CLI (``python -m deepspeed.launcher.runner``), not a script's
+  ``--deepspeed`` flag.
+
+TensorFlow, one task per node: ``tf-multiworker`` (no parameter servers) and ``tf-parameter-server``.
 
 A per-node launcher found anywhere in the command wins over the distribution's own style (Lightning
 or torchrun under ``distribution: mpi`` are still per-node launchers). Only the command is read:

@@ -160,9 +160,14 @@ def _cluster_facts(cluster: Cluster) -> ClusterFacts:
     )
 
 
-def resolve_run(run: Run, config: StackConfig, root: Path) -> ResolvedRun:
+def resolve_run(
+    run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None
+) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
-    by :class:`amlgpu.config.StackConfig`), with the facts the policy pack judges it by."""
+    by :class:`amlgpu.config.StackConfig`), with the facts the policy pack judges it by.
+
+    ``code_findings``: the scan of the run's code folder when the caller already has it (None: scan it).
+    """
     cluster = config.cluster(run.compute)
     launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
     environment_id, environment = _environment(run, config)
@@ -173,10 +178,19 @@ def resolve_run(run: Run, config: StackConfig, root: Path) -> ResolvedRun:
         launcher_nproc_per_node=nproc,
         cluster=_cluster_facts(cluster),
         environment=environment,
-        code_findings=code_scan.scan(root / run.code),
+        code_findings=code_scan.scan(root / run.code) if code_findings is None else code_findings,
     )
 
 
 def resolve_all(config: StackConfig, root: Path) -> list[ResolvedRun]:
     """Every run the stack declares, resolved, sorted by name."""
-    return [resolve_run(run, config, root) for run in sorted(config.jobs, key=lambda r: r.name)]
+    # Runs mostly share a few code folders: scan each folder once, not once per run (a 1000-run stack
+    # read the same files 1000 times).
+    scans: dict[str, tuple[str, ...]] = {}
+    resolved = []
+    for run in sorted(config.jobs, key=lambda r: r.name):
+        folder = _code_path(run.code)
+        if folder not in scans:
+            scans[folder] = code_scan.scan(root / folder)
+        resolved.append(resolve_run(run, config, root, code_findings=scans[folder]))
+    return resolved

@@ -72,15 +72,23 @@ class Submission:
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def plan_outputs(plan_dir: Path) -> StackOutputs | None:
     """The outputs an offline plan wrote to ``<plan_dir>/outputs.json``; None when there is no plan."""
     path = plan_dir / "outputs.json"
     try:
-        return StackOutputs(json.loads(path.read_text(encoding="utf-8")), str(path))
+        return StackOutputs(json.loads(path.read_text(encoding="utf-8")), _shown(path))
     except FileNotFoundError:
         return None
     except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"cannot read the plan's outputs: {err}", file=str(path)) from None
+        raise UserError(f"cannot read the plan's outputs: {err}", file=_shown(path)) from None
 
 
 def pulumi_outputs(stack: str, root: Path, *, run: Runner = subprocess.run) -> StackOutputs | None:
@@ -108,7 +116,7 @@ def stack_outputs(stack: str, root: Path, plan_dir: Path | None, *, run: Runner 
         found = plan_outputs(plan_dir)
         if found is None:
             raise UserError(f"no outputs.json in {plan_dir}: run `amlgpu plan --stack {stack} --out {plan_dir}`",
-                            file=str(plan_dir / "outputs.json"))
+                            file=_shown(plan_dir / "outputs.json"))
         return found
     found = pulumi_outputs(stack, root, run=run) or plan_outputs(root / "build" / stack)
     if found is None:
@@ -183,8 +191,9 @@ def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOut
     return Submission(run=run, spec=dict(sorted(spec.items())), workspace=workspace)
 
 
-def dry_run(submission: Submission, *, root: Path, out: TextIO = sys.stdout) -> int:
+def dry_run(submission: Submission, *, root: Path, out: TextIO | None = None) -> int:
     """Print the workspace and the job file that would be sent (``code`` relative to the current folder)."""
+    out = out or sys.stdout
     print(f"# would submit to {submission.workspace.describe()}", file=out)
     print(job_yaml(submission.spec, code_relative_to=Path.cwd(), root=root), end="", file=out)
     return EXIT_OK
@@ -208,7 +217,7 @@ def ml_client(workspace: WorkspaceRef) -> Client:
     return MLClient(DefaultAzureCredential(), workspace.subscription_id, workspace.resource_group, workspace.name)
 
 
-def submit(submission: Submission, *, root: Path, client: Client, out: TextIO = sys.stdout) -> int:
+def submit(submission: Submission, *, root: Path, client: Client, out: TextIO | None = None) -> int:
     """Create the job, stream its logs until it ends; 0 when it completed, 1 otherwise.
 
     Azure refusing the job (sign-in, permissions, an unknown workspace or compute) is a
@@ -217,6 +226,7 @@ def submit(submission: Submission, *, root: Path, client: Client, out: TextIO = 
     from azure.ai.ml.exceptions import JobException
     from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
 
+    out = out or sys.stdout
     try:
         created = client.jobs.create_or_update(build_job(submission.spec, root=root))
     except ClientAuthenticationError as err:

@@ -97,9 +97,15 @@ def _options(opts: Any) -> dict[str, Any]:
     return options
 
 
-def wire_resource(resource_type: str, name: str, props: Any, parent: str | None, opts: Any) -> dict[str, Any]:
+def wire_resource(
+    resource_type: str, name: str, props: Any, parent: tuple[str, str] | None, opts: Any
+) -> dict[str, Any]:
     """One resource in the wire shape the rules read (as the offline plan records it)."""
-    return {"type": resource_type, "name": name, "parent": parent, "inputs": plain(props), "options": _options(opts)}
+    wire = {"type": resource_type, "name": name, "parent": parent[1] if parent else None,
+            "inputs": plain(props), "options": _options(opts)}
+    if parent:
+        wire["parentType"] = parent[0]
+    return wire
 
 
 @lru_cache(maxsize=8)
@@ -192,7 +198,7 @@ def stack_from_args(args: StackValidationArgs) -> tuple[Stack, dict[int, str]]:
     """The planned stack of a stack validation, and each wire resource's URN (by ``id()``)."""
     resources, urns = [], {}
     for r in args.resources:
-        parent = r.parent.name if r.parent is not None else None
+        parent = (r.parent.resource_type, r.parent.name) if r.parent is not None else None
         wire = wire_resource(r.resource_type, r.name, r.props, parent, r.opts)
         resources.append(wire)
         urns[id(wire)] = r.urn

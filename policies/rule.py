@@ -19,6 +19,7 @@ Rule ids are stable kebab-case names, never reused for a different check.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -97,9 +98,15 @@ class Rule:
     ) -> list[Any]:
         """Run the check on one subject with the given parameters (defaults filled in)."""
         kwargs = {**self.parameters, **params}
-        if "today" in inspect.signature(self.check).parameters:
+        if _takes_today(self.check):
             kwargs["today"] = today
         return list(self.check(subject, **kwargs))
+
+
+@functools.cache
+def _takes_today(check: Callable[..., Any]) -> bool:
+    # inspect.signature is slow, and a rule is evaluated once per run and resource: ask once per check.
+    return "today" in inspect.signature(check).parameters
 
 
 def _parameters(check: Callable[..., Any]) -> Mapping[str, Any]:

@@ -48,9 +48,9 @@ class Stack:
         self.runs: tuple[ResolvedRun, ...] = tuple(runs)
 
     @cached_property
-    def _by_name(self) -> dict[str, Mapping[str, Any]]:
-        # Logical names are unique per type; parents are always components, whose names are unique.
-        return {r["name"]: r for r in self.resources if r["type"].startswith("aml-gpu-training:")}
+    def _by_name(self) -> dict[tuple[str, str], Mapping[str, Any]]:
+        # Logical names are unique per type only (a run and an environment may share a name): key by both.
+        return {(r["type"], r["name"]): r for r in self.resources if r["type"].startswith("aml-gpu-training:")}
 
     def of_type(self, *tokens: str) -> list[Mapping[str, Any]]:
         """Resources of any of the given type tokens, in plan order."""
@@ -73,7 +73,7 @@ class Stack:
                 return self.workspace_owner
             seen.add(id(current))
             parent = current.get("parent")
-            current = self._by_name.get(parent) if parent else None
+            current = self._by_name.get((current.get("parentType", ""), parent)) if parent else None
         return Owner("resource", resource["name"])
 
     def run_resource(self, run: ResolvedRun) -> Mapping[str, Any] | None:

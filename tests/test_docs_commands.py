@@ -20,7 +20,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,8 @@ PAGES = (
     "docs/troubleshooting.md",
     "examples/multi-team/README.md",
 )
+FRAGMENT_PAGES = ("docs/frameworks.md", "docs/troubleshooting.md")
+"""The pages with ``yaml stack`` fragments (the tag test keeps this list complete)."""
 SHELLS = {"sh", "bash", "shell"}
 SKIPPED_TAGS = {"setup", "azure"}
 
@@ -59,7 +60,8 @@ def blocks(page: str) -> list[Block]:
     found = []
     for match in _FENCE.finditer(text):
         language, *tags = match.group("info").split() or [""]
-        body = textwrap.dedent(match.group("indent") + match.group("body").replace("\n" + match.group("indent"), "\n"))
+        indent = match.group("indent")
+        body = "".join(line.removeprefix(indent) for line in match.group("body").splitlines(keepends=True))
         found.append(Block(page, text.count("\n", 0, match.start()) + 1, language, tuple(tags), body))
     return found
 
@@ -69,11 +71,10 @@ def _scratch_project(folder: Path) -> Path:
     folder.mkdir()
     for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in ROOT.glob("Pulumi.*.yaml"))):
         shutil.copy(ROOT / name, folder / name)
-    for name in ("docs", "schema", "examples"):
+    for name in ("docs", "schema", "examples", ".github"):
         shutil.copytree(ROOT / name, folder / name)
     for name in ("environments", "jobs"):
         (folder / name).symlink_to(ROOT / name)
-    (folder / ".github").mkdir()
     return folder
 
 
@@ -85,6 +86,8 @@ def test_every_page_has_blocks_and_only_known_tags() -> None:
             if block.language in SHELLS:
                 assert set(block.tags) <= SKIPPED_TAGS, f"{page}:{block.line}: unknown tags {block.tags}"
             assert block.language, f"{page}:{block.line}: a fence without a language"
+            if block.language == "yaml" and block.tags:
+                assert block.tags == ("stack",) and page in FRAGMENT_PAGES, f"{page}:{block.line}: {block.tags}"
 
 
 def test_quickstart_runs_the_offline_commands() -> None:
@@ -133,12 +136,12 @@ FRAMEWORK_LAUNCHERS = {
     "hf-accelerate": "accelerate",
     "deepspeed-per-process": "per-process",
     "deepspeed-mpi": "mpi",
-    "horovod": "horovod",
+    "horovod-mpi": "horovod",
     "tf-multiworker": "tf-multiworker",
 }
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if _fragments(p)])
+@pytest.mark.parametrize("page", FRAGMENT_PAGES)
 def test_stack_fragments_plan_without_a_mandatory_failure(page: str, tmp_path: Path) -> None:
     from amlgpu.commands.plan import plan_stack
     from amlgpu.project import load_stack
@@ -161,11 +164,20 @@ def test_stack_fragments_plan_without_a_mandatory_failure(page: str, tmp_path: P
         assert {name: launchers.get(name) for name in FRAMEWORK_LAUNCHERS} == FRAMEWORK_LAUNCHERS
 
 
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#+ (.+)$", markdown, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("page", [*PAGES, "docs/config.md"])
 def test_relative_links_resolve(page: str) -> None:
     text = (ROOT / page).read_text(encoding="utf-8")
     for match in _LINK.finditer(text):
-        target = match.group("target").split("#", 1)[0]
-        if not target or re.match(r"^[a-z]+:", target):
+        target, _, anchor = match.group("target").partition("#")
+        if re.match(r"^[a-z]+:", target):
             continue
-        assert ((ROOT / page).parent / target).exists(), f"{page}: broken link {match.group('target')}"
+        path = (ROOT / page).parent / target if target else ROOT / page
+        assert path.exists(), f"{page}: broken link {match.group('target')}"
+        if anchor and path.suffix == ".md":
+            assert anchor in _anchors(path.read_text(encoding="utf-8")), f"{page}: no anchor {match.group('target')}"

@@ -116,7 +116,8 @@ def compute_instance(idle: str | None) -> Mutation:
         if idle:
             props["idleTimeBeforeShutdown"] = idle
         b.resources.append({
-            "type": COMPUTE, "name": "notebook", "parent": WORKSPACE, "options": {},
+            "type": COMPUTE, "name": "notebook", "parent": WORKSPACE, "parentType": "aml-gpu-training:infra:Workspace",
+            "options": {},
             "inputs": {"computeName": "notebook", "identity": {"type": "SystemAssigned"},
                        "properties": {"computeType": "ComputeInstance", "disableLocalAuth": True, "properties": props}},
         })

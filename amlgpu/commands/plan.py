@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
-from amlgpu.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
+from amlgpu.errors import EXIT_OK, EXIT_POLICY, UserError
 from amlgpu.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
