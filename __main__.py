@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pulumi
 import pulumi_azure_native.authorization as authorization
-from jobs.component import declare_runs
 
 from amlgpu import NAMESPACE
 from amlgpu.config import from_pulumi_config
@@ -20,6 +19,7 @@ from infra.gpu_cluster import ComputePlacement, GpuCluster, ImageBuilder
 from infra.network import Network, NetworkArgs
 from infra.private_link import PrivateLinks, PrivateLinksArgs, PrivateTarget
 from infra.workspace import Workspace, WorkspaceArgs
+from jobs.component import declare_runs
 
 ROOT = Path(__file__).resolve().parent
 

@@ -106,18 +106,10 @@ _WITHOUT_TIMESTAMPS = {
 _UniqueKeyLoader.yaml_implicit_resolvers = _WITHOUT_TIMESTAMPS
 
 
-class _FastUniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """The same loader on libyaml's parser when PyYAML has it: a large stack file parses ten times faster.
-    The resolver and constructors are PyYAML's own, so values come out the same."""
-
-
-_FastUniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_FastUniqueKeyLoader.yaml_implicit_resolvers = _WITHOUT_TIMESTAMPS
-
-
-def _parse(text: str, loader_class: type[Any]) -> tuple[yaml.Node | None, Any]:
-    """The document's node tree (for line numbers) and its value, from a single parse."""
-    loader = loader_class(text)
+def _parse(text: str) -> tuple[yaml.Node | None, Any]:
+    """The document's node tree (for line numbers) and its value, from one parse (``yaml.compose`` then
+    ``yaml.load`` parsed the file twice: seconds for a stack of a thousand runs)."""
+    loader = _UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
         return node, loader.construct_document(node) if node is not None else None
@@ -143,12 +135,7 @@ def read(path: Path) -> StackFile:
             file=name, key=f"line {line}",
         ) from None
     try:
-        try:
-            node, document = _parse(text, _FastUniqueKeyLoader)
-        except yaml.YAMLError:
-            # libyaml's messages are terser ("found character that cannot start any token"): parse
-            # the broken file again with PyYAML's own parser, whose message names the character.
-            node, document = _parse(text, _UniqueKeyLoader)
+        node, document = _parse(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "YAML"

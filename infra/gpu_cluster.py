@@ -1,4 +1,4 @@
-"""The GpuCluster component (and the ImageBuilder): one AmlCompute cluster, locked down and scaled to zero when idle.
+"""The GpuCluster component (and the ImageBuilder): one AmlCompute cluster, locked down, scaled to zero.
 
 Secure by default: no node public IPs, SSH off, local (key) auth off, nodes in the training subnet.
 Azure cannot change a cluster's size, priority, subnet or public-IP setting in place: a change to
@@ -39,7 +39,9 @@ class ComputePlacement:
     tags: dict[str, str] | None = None
 
 
-def aml_compute(name: str, cfg: Cluster | ImageBuildCompute, where: ComputePlacement, parent: pulumi.Resource) -> ml.Compute:
+def aml_compute(
+    name: str, cfg: Cluster | ImageBuildCompute, where: ComputePlacement, parent: pulumi.Resource
+) -> ml.Compute:
     """An AmlCompute with the secure settings every cluster of the stack shares."""
     is_training = isinstance(cfg, Cluster)
     identity = cfg.identity if is_training else Identity()
@@ -85,29 +87,30 @@ def aml_compute(name: str, cfg: Cluster | ImageBuildCompute, where: ComputePlace
     )
 
 
-class GpuCluster(pulumi.ComponentResource):
-    """One declared training cluster."""
+class _ClusterComponent(pulumi.ComponentResource):
+    """A component holding one AmlCompute; subclasses name the component type."""
 
-    compute: ml.Compute
-    principal_id: pulumi.Output[str | None]
-
-    def __init__(self, name: str, cfg: Cluster, where: ComputePlacement, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(TYPE, name, None, opts)
-        self.compute = aml_compute(name, cfg, where, self)
-        self.principal_id = self.compute.identity.apply(lambda i: i.principal_id if i else None)
-        self.register_outputs({"computeId": self.compute.id, "principalId": self.principal_id})
-
-
-class ImageBuilder(pulumi.ComponentResource):
-    """The small CPU cluster a private workspace builds environment images on."""
-
+    TYPE: str
     compute: ml.Compute
     principal_id: pulumi.Output[str | None]
 
     def __init__(
-        self, name: str, cfg: ImageBuildCompute, where: ComputePlacement, opts: pulumi.ResourceOptions | None = None
-    ):
-        super().__init__(IMAGE_BUILDER_TYPE, name, None, opts)
+        self, name: str, cfg: Cluster | ImageBuildCompute, where: ComputePlacement,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(self.TYPE, name, None, opts)
         self.compute = aml_compute(name, cfg, where, self)
         self.principal_id = self.compute.identity.apply(lambda i: i.principal_id if i else None)
         self.register_outputs({"computeId": self.compute.id, "principalId": self.principal_id})
+
+
+class GpuCluster(_ClusterComponent):
+    """One declared training cluster."""
+
+    TYPE = TYPE
+
+
+class ImageBuilder(_ClusterComponent):
+    """The small CPU cluster a private workspace builds environment images on."""
+
+    TYPE = IMAGE_BUILDER_TYPE

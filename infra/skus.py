@@ -61,7 +61,7 @@ def _sku(size: str, gpus: int, model: str, mem: int, vendor: Vendor, vcpus: int,
 CATALOGUE: dict[str, GpuSku] = {
     s.size: s
     for s in (
-        #    size                              gpus model              GB  vendor   vCPU  RAM   rdma   sriov  IB     Gb/s/VM retired
+        # size, GPUs, model, GB per GPU, vendor, vCPU, RAM GiB, RDMA, SR-IOV, IB generation, IB Gb/s per VM, retired
         _sku("Standard_NC24r", 4, "K80", 12, "nvidia", 24, 224, True, False, "FDR", 56, "retired"),
         _sku("Standard_NC24s_v3", 4, "V100", 16, "nvidia", 24, 448, False, False, None, None, "2025-09-30"),
         _sku("Standard_NC24rs_v3", 4, "V100", 16, "nvidia", 24, 448, True, True, "FDR", 56, "2025-09-30"),

@@ -83,7 +83,10 @@ RUNS = [
     _run("fabric-check", "python allreduce_perf.py -b 1K -e 4K -w 1 -n 2", MPI2, code="src"),
     _run("probe-tf", "python probe.py --expect tensorflow --out ${{outputs.probes}}",
          {"type": "tensorflow", "worker_count": 2}, code="src", outputs=PROBES),
-    _run("probe-tf-ps", "python probe.py --expect tensorflow --out ${{outputs.probes}}",
+    # Real TensorFlow workers wait for their parameter server; these wait for its probe, so stopping the
+    # server once the workers are done can never come before it reported.
+    _run("probe-tf-ps", "python probe.py --expect tensorflow --out ${{outputs.probes}} && "
+         "python await_file.py ${{outputs.probes}}/ps-0.json",
          {"type": "tensorflow", "worker_count": 2, "parameter_server_count": 1}, code="src", outputs=PROBES),
     _run("fail", "python fail.py 2 ${{outputs.pids}}", PT2, outputs={"pids": {"type": "uri_folder"}}),
     _run("fail-mpi", "python fail.py 2 ${{outputs.pids}}", MPI2, outputs={"pids": {"type": "uri_folder"}}),
@@ -110,6 +113,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "src" / "await_file.py").write_text(
+        "import pathlib, sys, time\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not pathlib.Path(sys.argv[1]).exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "sys.exit(0 if pathlib.Path(sys.argv[1]).exists() else 1)\n"
+    )
     (root / "work").mkdir()
     (root / "t").mkdir()
     for name, text in SCRIPTS.items():

@@ -98,7 +98,9 @@ def test_cluster_identities_get_exactly_pull_and_storage_roles(dev_plan: Plan) -
     compute_principal = {
         r.inputs["computeName"]: r for r in dev_plan.by_type(COMPUTE)
     }
-    assignments = [r for r in dev_plan.by_type("azure-native:authorization:RoleAssignment") if r.parent == "gpu-a100-access"]
+    assignments = [
+        r for r in dev_plan.by_type("azure-native:authorization:RoleAssignment") if r.parent == "gpu-a100-access"
+    ]
     roles = sorted(a.inputs["roleDefinitionId"].rsplit("/", 1)[-1] for a in assignments)
     assert roles == sorted(["7f951dda-4ed3-4680-a7ca-43fe172d538d", "ba92f5b4-2d11-453d-a403-e96b0029c9fe"])
     assert all(a.inputs["principalType"] == "ServicePrincipal" for a in assignments)
@@ -122,4 +124,5 @@ def test_environment_versions_are_pinned_and_carry_their_conda_file(dev_plan: Pl
     version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
     assert version["version"] == "1"
     assert "horovod[pytorch]" in version["properties"]["condaFile"]
-    assert version["properties"]["tags"]["provides"].split(",") == sorted(version["properties"]["tags"]["provides"].split(","))
+    provides = version["properties"]["tags"]["provides"].split(",")
+    assert provides == sorted(provides)

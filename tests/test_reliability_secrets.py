@@ -25,7 +25,6 @@ from pulumi.runtime.config import set_all_config
 
 from amlgpu.config import from_pulumi_config
 from amlgpu.errors import ConfigError
-from amlgpu.plan import run_program
 from amlgpu.stackfile import StackFile
 from tests.conftest import NS, ROOT, make_project
 from tests.test_reliability_corpus import STACK, amlgpu, good_config, plan_in_process, snapshot
