@@ -120,7 +120,8 @@ def test_plan_writes_a_job_file_per_exported_run_equal_to_its_spec(prod_plan_dir
 
     outputs = json.loads((prod_plan_dir / "outputs.json").read_text())
     files = sorted(p.stem for p in (prod_plan_dir / "jobs").glob("*.yml"))
-    assert files == sorted(outputs["jobs"]) and len(files) == 11
+    # 11 declared runs and a fabric check for each of the 3 InfiniBand clusters.
+    assert files == sorted(outputs["jobs"]) and len(files) == 14
     for name, spec in outputs["jobs"].items():
         path = prod_plan_dir / "jobs" / f"{name}.yml"
         document = yaml.safe_load(path.read_text())

@@ -82,7 +82,7 @@ def test_dry_run_signs_in_to_nothing(project: Path) -> None:
          "set AZURE_SUBSCRIPTION_ID (or use the Pulumi CLI's outputs of the deployed stack)\n"),
         (["submit", "ddp", "--stack", "dev", "--dry-run"],
          "error: Pulumi.dev.yaml: aml-gpu-training:jobs: no run named 'ddp'; declared runs: allreduce-health, "
-         "ddp-torchrun, ddp-train, mnist-tf-multiworker\n"),
+         "ddp-torchrun, ddp-train, fabric-check-gpu-a100, mnist-tf-multiworker\n"),
         (["submit", "ddp-train", "--stack", "dev", "--plan-dir", "elsewhere"],
          "error: elsewhere/outputs.json: no outputs.json in elsewhere: run `amlgpu plan --stack dev --out "
          "elsewhere`\n"),

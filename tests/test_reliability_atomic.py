@@ -108,7 +108,9 @@ def test_a_new_plan_replaces_the_folder_whole_with_ordinary_permissions(
     finally:
         os.umask(umask)
     assert outcome.code == 0, outcome.err
-    assert sorted(p.name for p in (project / "build" / STACK / "jobs").iterdir()) == ["ddp-renamed.yml"]
+    assert sorted(p.name for p in (project / "build" / STACK / "jobs").iterdir()) == [
+        "ddp-renamed.yml", "fabric-check-gpu-a100.yml"
+    ]
     assert (project / "build" / STACK).stat().st_mode & 0o777 == 0o755
     assert leftovers(project / "build") == []
 
