@@ -41,8 +41,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_stack  # a sibling script, importable once its folder is on the path
@@ -92,7 +90,8 @@ class Case:
     argv: list[str]
     cwd: Path
     runs: int | None = None
-    """Runs in the planned stack (None for the floor)."""
+    """Runs in the planned stack, as the plan reports them: the declared ones and the generated fabric
+    checks (None for the floor)."""
     resources: int | None = None
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
@@ -142,7 +141,7 @@ def measure(case: Case, *, record: bool = True) -> None:
             raise SystemExit(f"{case.name}: {' '.join(case.argv)} exited {child.returncode}\n{tail}")
         if case.resources is None and case.name != "floor":
             output.seek(0)
-            case.resources = _resource_count(output.read().decode(errors="replace"))
+            case.resources, case.runs = _counts(output.read().decode(errors="replace"))
     if record:
         case.wall.append(wall)
         case.cpu.append(usage.ru_utime + usage.ru_stime)
@@ -150,9 +149,10 @@ def measure(case: Case, *, record: bool = True) -> None:
         case.exit_codes.append(child.returncode)
 
 
-def _resource_count(output: str) -> int | None:
-    match = re.search(r"(\d+) Azure resources? to create", output)
-    return int(match.group(1)) if match else None
+def _counts(output: str) -> tuple[int | None, int | None]:
+    """Azure resources and runs, from the summary line of ``amlgpu plan``'s text output."""
+    match = re.search(r"(\d+) Azure resources? to create.*?, (\d+) run\(s\)", output)
+    return (int(match.group(1)), int(match.group(2))) if match else (None, None)
 
 
 def machine() -> dict[str, Any]:
@@ -192,17 +192,14 @@ def build_cases(workdir: Path, sizes: tuple[int, ...]) -> list[Case]:
     floor = workdir / "floor.py"
     floor.write_text(floor_script(azure_native_modules()))
     amlgpu = str(BIN / "amlgpu")
-    dev_config = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
-    dev_runs = len(dev_config.get(f"{gen_stack.NAMESPACE}:jobs", []))
     cases = [
         Case("floor", [sys.executable, str(floor)], workdir),
-        Case("dev", [amlgpu, "plan", "--stack", "dev", "--out", str(workdir / "out-dev")], ROOT, runs=dev_runs),
+        Case("dev", [amlgpu, "plan", "--stack", "dev", "--out", str(workdir / "out-dev")], ROOT),
     ]
     for size in sizes:
         project = gen_stack.write_project(workdir / f"stack-{size}", gen_stack.stack_config(size))
         out = workdir / f"out-{size}"
-        cases.append(Case(f"gen-{size}", [amlgpu, "plan", "--stack", gen_stack.STACK, "--out", str(out)], project,
-                          runs=size))
+        cases.append(Case(f"gen-{size}", [amlgpu, "plan", "--stack", gen_stack.STACK, "--out", str(out)], project))
     return cases
 
 

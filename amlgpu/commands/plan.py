@@ -14,6 +14,7 @@ Exit 0 when no mandatory policy fails, 1 when one does (every artifact still wri
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -48,8 +49,18 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+FULL_COLLECTION_EVERY = 1000
+"""Collections of the middle generation between two full collections (Python's default: 10). See :func:`run`."""
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    # A plan loads pulumi_azure_native and azure-ai-ml, over 400,000 long-lived objects, and then the
+    # mock engine churns through Outputs and futures: with Python's default thresholds a full collection
+    # walked that whole heap again and again, 1.9 s of a 9 s dev plan and 5 s at 1000 runs. The young
+    # generations are still collected as often as before and free the cyclic garbage: peak memory is unchanged.
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
     stack = load_stack(args.stack)
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
