@@ -1,5 +1,3 @@
-import sys
+from amlgpu.cli import console_main
 
-from amlgpu.cli import main
-
-sys.exit(main())
+console_main()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from amlgpu.errors import EXIT_USAGE, UserError
@@ -63,5 +64,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def console_main() -> None:
+    """The ``amlgpu`` console script: :func:`main`, then exit with its code."""
+    code = main()
+    if code == 130:
+        # An interrupted plan can leave the Pulumi runtime's worker threads waiting on futures that will
+        # never resolve, and the interpreter would wait for them at exit (the process hung on Ctrl-C).
+        # What had to be cleaned up (staging folders) was cleaned on the way here: leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()
