@@ -10,9 +10,6 @@ from pathlib import Path
 import pulumi
 import pulumi_azure_native.authorization as authorization
 
-from amlgpu import NAMESPACE
-from amlgpu.config import from_pulumi_config
-from amlgpu.errors import ConfigError
 from infra.access import ClusterAccess, ClusterAccessArgs
 from infra.environment import Environment, EnvironmentArgs, build_container
 from infra.gpu_cluster import ComputePlacement, GpuCluster, ImageBuilder
@@ -20,6 +17,9 @@ from infra.network import Network, NetworkArgs
 from infra.private_link import PrivateLinks, PrivateLinksArgs, PrivateTarget
 from infra.workspace import Workspace, WorkspaceArgs
 from jobs.component import declare_runs
+from model import NAMESPACE
+from model.config import from_pulumi_config
+from model.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent
 

@@ -1,4 +1,5 @@
-"""aml-gpu-training: distributed GPU training on Azure Machine Learning, as code."""
+"""aml-gpu-training's command-line tool, ``amlgpu``: the top floor.
 
-NAMESPACE = "aml-gpu-training"
-"""The Pulumi project name, which is also the config namespace of every stack file."""
+Commands, the offline plan (a mock engine), artifacts and reports. The stack model it works on is
+the :mod:`model` package; nothing below this package imports it.
+"""

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from amlgpu.errors import UserError
+from model.errors import UserError
 
 OutputLayout = Mapping[str, str | None]
 """The top-level names an output folder may hold: ``None`` for a file, a suffix (``.yml``) for a folder

@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from amlgpu.errors import EXIT_USAGE, UserError
+from model.errors import EXIT_USAGE, UserError
 
 COMMANDS = ("plan", "run-local", "submit", "policy", "schema", "doctor")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""

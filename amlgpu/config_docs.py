@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from amlgpu import NAMESPACE
-from amlgpu.config import LOCATION_KEY
 from amlgpu.schema import SCHEMA_PATH, stack_schema
+from model import NAMESPACE
+from model.config import LOCATION_KEY
 
 DOCS_PATH = "docs/config.md"
 """Where the committed reference lives, relative to the project root."""
@@ -20,7 +20,7 @@ DOCS_PATH = "docs/config.md"
 _INTRO = f"""\
 # Stack config reference
 
-<!-- Generated from amlgpu.config.StackConfig by `amlgpu schema --write`. Do not edit by hand. -->
+<!-- Generated from model.config.StackConfig by `amlgpu schema --write`. Do not edit by hand. -->
 
 Everything a stack declares lives under `config:` in `Pulumi.<stack>.yaml`, in the `{NAMESPACE}:`
 namespace, in Azure ML CLI v2 vocabulary. Other namespaces (`azure-native:subscriptionId`...) are

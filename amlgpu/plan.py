@@ -21,9 +21,9 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.config import set_all_config
 
-from amlgpu import NAMESPACE
 from amlgpu.mocks import AzureMocks
-from amlgpu.stackfile import SECRET_PLACEHOLDER, StackFile
+from model import NAMESPACE
+from model.stackfile import SECRET_PLACEHOLDER, StackFile
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 

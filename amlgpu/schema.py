@@ -1,4 +1,4 @@
-"""The JSON Schema of a stack file (``Pulumi.<stack>.yaml``), generated from :class:`amlgpu.config.StackConfig`.
+"""The JSON Schema of a stack file (``Pulumi.<stack>.yaml``), generated from :class:`model.config.StackConfig`.
 
 Editors (VS Code's YAML extension, JetBrains, any yaml-language-server client) use it to complete keys,
 show what each one means and flag mistakes while typing::
@@ -12,7 +12,7 @@ Shape, so typos fail in the editor as they fail in ``amlgpu plan``:
 * every object of the namespace has ``additionalProperties: false``;
 * Azure naming rules become ``pattern`` (with ``patternErrorMessage``, which yaml-language-server shows
   instead of the bare regex), GPU sizes an ``enum`` of the catalogue's spellings;
-* no value of the namespace may be a secret (``{secure: ...}``): see ``amlgpu.config.NOT_A_SECRET``.
+* no value of the namespace may be a secret (``{secure: ...}``): see ``model.config.NOT_A_SECRET``.
 
 What a schema cannot express (cross-references between clusters and runs, files on disk, one of
 ``image``/``build``/``reference``) is checked by the model; the schema never rejects a stack the
@@ -36,10 +36,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from amlgpu import NAMESPACE
-from amlgpu.config import LOCATION_KEY, StackConfig
 from infra import skus
 from infra.naming import NamingRule
+from model import NAMESPACE
+from model.config import LOCATION_KEY, StackConfig
 
 SCHEMA_PATH = "schema/stack.schema.json"
 """Where the committed schema lives, relative to the project root."""
@@ -298,7 +298,7 @@ def stack_schema() -> dict[str, Any]:
     schema: dict[str, Any] = {
         "$schema": DRAFT,
         "title": f"Pulumi stack file of {NAMESPACE} (Pulumi.<stack>.yaml)",
-        "description": "Generated from amlgpu.config.StackConfig by `amlgpu schema`; do not edit by hand.",
+        "description": "Generated from model.config.StackConfig by `amlgpu schema`; do not edit by hand.",
         "type": "object",
         "properties": {
             "config": config,

@@ -13,9 +13,9 @@ from typing import Any
 
 import pulumi
 
-from amlgpu.config import StackConfig
 from jobs.resolve import resolve_all
 from jobs.resolved import RUN_TYPE, ResolvedRun
+from model.config import StackConfig
 
 
 class DistributedRun(pulumi.ComponentResource):

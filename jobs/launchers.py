@@ -36,7 +36,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
-from jobs.model import Run
+from model.runs import Run
 
 PER_PROCESS = "per-process"
 HF_TRAINER = "hf-trainer"

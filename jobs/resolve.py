@@ -25,12 +25,12 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from amlgpu.config import StackConfig
 from infra.model import Cluster, Environment, infer_capabilities
 from jobs import code_scan
 from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher
-from jobs.model import DataInput, Run
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
+from model.config import StackConfig
+from model.runs import DataInput, Run
 
 SHM_GIB_PER_GPU = 4
 """/dev/shm per GPU on the node. PyTorch DataLoader workers hand batches to the training process
@@ -164,7 +164,7 @@ def resolve_run(
     run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None
 ) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
-    by :class:`amlgpu.config.StackConfig`), with the facts the policy pack judges it by.
+    by :class:`model.config.StackConfig`), with the facts the policy pack judges it by.
 
     ``code_findings``: the scan of the run's code folder when the caller already has it (None: scan it).
     """

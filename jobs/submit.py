@@ -28,12 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from amlgpu import NAMESPACE
-from amlgpu.config import StackConfig
-from amlgpu.errors import EXIT_OK, UserError
 from jobs.render import build_job, job_yaml
 from jobs.resolve import resolve_run
 from jobs.resolved import ResolvedRun
+from model import NAMESPACE
+from model.config import StackConfig
+from model.errors import EXIT_OK, UserError
 
 OFFLINE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 """The subscription id an offline plan reports (Pulumi mocks answer for Azure)."""

@@ -39,16 +39,17 @@ from pulumi_policy import (
 from pulumi_policy import proxy as policy_proxy
 from pulumi_policy.policy import Policy
 
-from amlgpu import NAMESPACE
-from amlgpu.errors import ConfigError
-from amlgpu.stackfile import read as read_stackfile
 from jobs.resolved import RUN_TYPE, ResolvedRun
+from model import NAMESPACE
+from model.errors import ConfigError
+from model.stackfile import read as read_stackfile
+from model.waivers import Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.engine import Finding, describe, violations
 from policies.packconfig import RuleSettings, parameters
 from policies.rule import Rule
 from policies.stack import COMPONENT_KINDS, Owner, Stack
-from policies.waivers import Waiver, check_references
+from policies.waivers import check_references
 from policies.wire import UNKNOWN
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -13,14 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from amlgpu import NAMESPACE
-from amlgpu.config import StackConfig
 from jobs.resolved import RUN_TYPE, ResolvedRun
+from model import NAMESPACE
+from model.config import StackConfig
+from model.waivers import Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
 from policies.rule import SEVERITIES, Rule, Violation
 from policies.stack import Owner, Stack
-from policies.waivers import Waiver, check_references
+from policies.waivers import check_references
 
 Level = Literal["error", "warning", "note"]
 
@@ -193,7 +194,7 @@ def evaluate(
     the date waivers expire against (default: today); ``source``: the stack file's name, used in
     error messages.
 
-    Raises :class:`~amlgpu.errors.ConfigError` for an unknown rule or parameter in ``pack_config``
+    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``
     and for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``).
     """
     today = today or dt.date.today()

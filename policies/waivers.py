@@ -8,35 +8,12 @@ applies and is reported; a waiver naming an unknown rule or name is a config err
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 from collections.abc import Collection, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from amlgpu import NAMESPACE
-from amlgpu.errors import ConfigError
-
-
-class Waiver(BaseModel):
-    """``waivers:`` entry in a stack file. Waived findings are still reported and counted."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    rule: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
-    resource: str
-    """The declared name of the resource or run: the workspace's name, ``network``, a cluster, the
-    image-build cluster, an environment or a run."""
-    reason: str = Field(min_length=10)
-    expires: dt.date | None = None
-    """Last day the waiver applies (inclusive); None for no expiry."""
-
-    def active(self, today: dt.date) -> bool:
-        return self.expires is None or today <= self.expires
-
-    def covers(self, rule_id: str, name: str) -> bool:
-        """Whether this waiver is about ``rule_id`` for the thing declared as ``name``."""
-        return self.rule == rule_id and self.resource == name
+from model import NAMESPACE
+from model.errors import ConfigError
+from model.waivers import Waiver
 
 
 def _hint(value: str, known: Collection[str]) -> str:
@@ -47,7 +24,7 @@ def _hint(value: str, known: Collection[str]) -> str:
 def check_references(
     waivers: Sequence[Waiver], *, rules: Collection[str], names: Collection[str], file: str | None = None
 ) -> None:
-    """Raise :class:`~amlgpu.errors.ConfigError` (key ``aml-gpu-training:waivers[i].rule`` or
+    """Raise :class:`~model.errors.ConfigError` (key ``aml-gpu-training:waivers[i].rule`` or
     ``.resource``) for the first waiver naming an unknown rule or an undeclared resource."""
     for i, waiver in enumerate(waivers):
         where = f"{NAMESPACE}:waivers[{i}]"

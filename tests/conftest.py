@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from amlgpu.plan import Plan, run_program
-from amlgpu.stackfile import read
+from model.stackfile import read
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "aml-gpu-training"

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from amlgpu import stackfile
 from amlgpu.cli import main
-from amlgpu.config import from_stackfile
 from infra.skus import lookup
 from jobs import render
 from jobs.launchers import LAUNCHERS
 from jobs.resolve import resolve_all
+from model import stackfile
+from model.config import from_stackfile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))

@@ -144,7 +144,7 @@ FRAMEWORK_LAUNCHERS = {
 @pytest.mark.parametrize("page", FRAGMENT_PAGES)
 def test_stack_fragments_plan_without_a_mandatory_failure(page: str, tmp_path: Path) -> None:
     from amlgpu.commands.plan import plan_stack
-    from amlgpu.project import load_stack
+    from model.project import load_stack
 
     config = dev_config()
     for fragment in _fragments(page):

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from amlgpu.config import build
 from jobs.emulate.errors import EmulationError
 from jobs.emulate.prepare import Prepared, Request, prepare
 from jobs.resolve import resolve_run
 from jobs.resolved import ResolvedRun
+from model.config import build
 
 A100 = {"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 4}  # 8 GPUs per node
 

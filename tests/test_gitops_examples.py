@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from amlgpu.config import from_stackfile
-from amlgpu.stackfile import read
+from model.config import from_stackfile
+from model.stackfile import read
 from tests.conftest import NS, ROOT, make_project
 
 EXAMPLES = sorted((ROOT / "examples").glob("**/Pulumi.*.yaml"))

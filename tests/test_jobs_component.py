@@ -14,13 +14,13 @@ import pytest
 import yaml
 from pulumi.runtime import mocks, settings
 
-from amlgpu import stackfile
 from amlgpu.cli import main
-from amlgpu.config import from_stackfile
 from amlgpu.mocks import AzureMocks
 from amlgpu.plan import Plan, RecordingMonitor
 from jobs.resolve import resolve_all
 from jobs.resolved import RUN_TYPE, ClusterFacts, EnvironmentFacts, ResolvedRun
+from model import stackfile
+from model.config import from_stackfile
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.filterwarnings("ignore:::marshmallow"), pytest.mark.filterwarnings("ignore:::azure")]

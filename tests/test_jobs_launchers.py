@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from jobs.launchers import LAUNCHERS, PER_GPU_LAUNCHERS, PER_NODE_LAUNCHERS, infer_launcher
-from jobs.model import Run
+from model.runs import Run
 
 
 def run(command: str, distribution: dict[str, Any] | None = None, **fields: Any) -> Run:

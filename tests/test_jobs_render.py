@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from amlgpu import stackfile
-from amlgpu.config import build, from_stackfile
 from jobs.launchers import LAUNCHERS
 from jobs.render import SCHEMA_COMMENT, build_job, job_yaml
 from jobs.resolve import resolve_all
 from jobs.resolved import ResolvedRun
+from model import stackfile
+from model.config import build, from_stackfile
 from tests.conftest import NS, ROOT, dev_config
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from amlgpu.config import StackConfig, build
 from jobs import code_scan
 from jobs.resolve import resolve_all, resolve_run
+from model.config import StackConfig, build
 from tests.conftest import NS, ROOT, dev_config
 
 

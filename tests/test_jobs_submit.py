@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
-from amlgpu import stackfile
 from amlgpu.cli import main
-from amlgpu.config import from_stackfile
 from amlgpu.plan import Plan
 from jobs import submit
 from jobs.render import build_job
+from model import stackfile
+from model.config import from_stackfile
 from tests.conftest import NS, ROOT, dev_config, make_project
 
 pytestmark = [pytest.mark.filterwarnings("ignore:::marshmallow"), pytest.mark.filterwarnings("ignore:::azure")]

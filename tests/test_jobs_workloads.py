@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from amlgpu import stackfile
-from amlgpu.config import from_stackfile
+from model import stackfile
+from model.config import from_stackfile
 from tests.conftest import ROOT
 
 WORKLOADS = ROOT / "jobs" / "workloads"

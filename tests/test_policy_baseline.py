@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amlgpu import config as stack_config
-from amlgpu.config import StackConfig
 from amlgpu.plan import run_program
-from amlgpu.stackfile import read
 from jobs.resolved import RUN_TYPE, ResolvedRun
+from model import config as stack_config
+from model.config import StackConfig
+from model.stackfile import read
 from policies.engine import Report, evaluate
 from tests.conftest import ROOT, make_project
 

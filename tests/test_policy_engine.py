@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from amlgpu.errors import ConfigError
+from model.errors import ConfigError
 from policies.packconfig import load
 from tests.conftest import ROOT
 from tests.test_policy_baseline import TODAY, Baseline, baseline

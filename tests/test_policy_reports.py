@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from amlgpu.stackfile import StackFile, read
+from model.stackfile import StackFile, read
 from policies.catalogue import RULES
 from policies.engine import Report
 from policies.sarif import to_sarif

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from amlgpu.config import build
 from jobs.resolved import RUN_TYPE, ResolvedRun
+from model.config import build
 from policies.catalogue import BY_ID, RULES
 from policies.engine import Finding, evaluate
 from tests.conftest import ROOT, dev_config

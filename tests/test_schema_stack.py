@@ -18,9 +18,9 @@ import yaml
 
 from amlgpu import schema as stack_schema_module
 from amlgpu.cli import main
-from amlgpu.config import from_stackfile
-from amlgpu.errors import ConfigError
-from amlgpu.stackfile import read
+from model.config import from_stackfile
+from model.errors import ConfigError
+from model.stackfile import read
 from tests.conftest import NS, ROOT, dev_config
 
 

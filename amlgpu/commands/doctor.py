@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from amlgpu.errors import EXIT_OK, EXIT_POLICY
+from model.errors import EXIT_OK, EXIT_POLICY
 
 Status = Literal["OK", "WARN", "MISSING"]
 
@@ -94,8 +94,8 @@ def check_packages() -> Check:
 
 
 def check_project(cwd: Path) -> Check:
-    from amlgpu.errors import UserError
-    from amlgpu.project import find_root
+    from model.errors import UserError
+    from model.project import find_root
 
     try:
         root = find_root(cwd)

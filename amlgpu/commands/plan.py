@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
-from amlgpu.errors import EXIT_OK, EXIT_POLICY, UserError
-from amlgpu.project import LoadedStack, load_stack
+from model.errors import EXIT_OK, EXIT_POLICY, UserError
+from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from amlgpu.errors import EXIT_OK, EXIT_POLICY, UserError
+from model.errors import EXIT_OK, EXIT_POLICY, UserError
 
 
 def register(sub: Any) -> None:

@@ -26,10 +26,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from amlgpu import NAMESPACE
-from amlgpu.errors import UserError
-from amlgpu.project import LoadedStack, load_stack
-from jobs.model import Run
+from model import NAMESPACE
+from model.errors import UserError
+from model.project import LoadedStack, load_stack
+from model.runs import Run
 
 if TYPE_CHECKING:
     from jobs.emulate.prepare import Prepared

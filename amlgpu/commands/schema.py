@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from amlgpu.errors import EXIT_OK, EXIT_POLICY, UserError
+from model.errors import EXIT_OK, EXIT_POLICY, UserError
 
 
 def register(sub: Any) -> None:
@@ -48,7 +48,7 @@ def generated_files() -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     # The stack model is imported only when the command runs, so `amlgpu --help` stays fast.
     from amlgpu.artifacts import write_text
-    from amlgpu.project import find_root
+    from model.project import find_root
 
     files = generated_files()
     if not (args.write or args.check):

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from amlgpu.project import load_stack
+from model.project import load_stack
 
 
 def register(sub: Any) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobs import launchers
-from jobs.model import PLACEHOLDER
+from model.runs import PLACEHOLDER
 
 _PY = r"\S*python[0-9.]*\s+-m\s+"
 _LOCATE: dict[str, re.Pattern[str]] = {

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from amlgpu.errors import ConfigError
+from model.errors import ConfigError
 
 SECRET_PLACEHOLDER = "[secret]"
 

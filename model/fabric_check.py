@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infra.model import Cluster, Environment
-from jobs.model import Run
+from model.runs import Run
 
 CODE = "jobs/workloads"
 SCRIPT = "allreduce_perf.py"

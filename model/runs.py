@@ -2,7 +2,7 @@
 
 The same model serves stack files (``aml-gpu-training:jobs``) and Python::
 
-    from jobs.model import Run
+    from model.runs import Run
     Run(name="cifar-ddp", code="jobs/workloads", command="python train.py",
         environment="acpt", compute="gpu-a100",
         resources={"instance_count": 2}, distribution={"type": "pytorch"})

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from amlgpu import stackfile
-from amlgpu.config import StackConfig, from_stackfile
-from amlgpu.errors import UserError
+from model import stackfile
+from model.config import StackConfig, from_stackfile
+from model.errors import UserError
 
 
 def find_root(start: Path | None = None) -> Path:

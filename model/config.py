@@ -23,12 +23,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from amlgpu import NAMESPACE
-from amlgpu.errors import ConfigError
-from amlgpu.stackfile import SECRET_PLACEHOLDER, StackFile
 from infra.model import Cluster, Environment, Network, Workspace
-from jobs.model import Run
-from policies.waivers import Waiver
+from model import NAMESPACE
+from model.errors import ConfigError
+from model.fabric_check import fabric_check_runs
+from model.runs import Run
+from model.stackfile import SECRET_PLACEHOLDER, StackFile
+from model.waivers import Waiver
 
 LOCATION_KEY = "azure-native:location"
 
@@ -113,8 +114,6 @@ class StackConfig(BaseModel):
     @model_validator(mode="after")
     def _with_fabric_checks(self, info: ValidationInfo) -> StackConfig:
         # Generated after the reference checks: they only reference what the stack declares.
-        from jobs.fabric_check import fabric_check_runs
-
         root = Path((info.context or {}).get("root", "."))
         checks = fabric_check_runs(self.clusters, self.environments, {r.name for r in self.jobs}, root)
         if checks:
