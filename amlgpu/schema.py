@@ -108,14 +108,16 @@ FIELD_DOCS: dict[str, str] = {
     # environments
     "BuildContext.dockerfile_path": "The Dockerfile, relative to path.",
     "Environment.name": "Environment name in the workspace; runs refer to it as environment.",
-    "Environment.version": "Environment version (required for image and build environments: pin it).",
+    "Environment.version": "Environment version; left out, a SHA-256 of the image, conda file and build context "
+    "(the same on every machine), as Azure ML versions anonymous environments.",
     "Environment.image": "A container image reference, e.g. "
     "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18.",
     "Environment.build": "A Docker build context in this repository, built by Azure ML.",
     "Environment.conda_file": "A conda YAML file, relative to the project root, installed on top of image.",
     "Environment.description": "Free text shown in Azure ML studio.",
     "Environment.provides": "What the environment offers (MPI, NCCL, DeepSpeed...), which policies check runs "
-    "against; inferred for well-known Azure ML images when not set.",
+    "against; added to what is inferred from the image and build context (infra/environment-capabilities.yaml), "
+    "never hiding it.",
     "Environment.tags": "Tags on the environment version.",
     # runs
     "Run.name": "Run name: unique in the stack, the name of its job file and stack output.",

@@ -7,8 +7,10 @@ relaxation is an explicit key in the stack file, visible in review.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -21,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra import naming, skus
+from infra import capabilities, naming, skus
 
 
 class Model(BaseModel):
@@ -213,35 +215,10 @@ Capability = Literal[
     "pytorch", "lightning", "transformers", "accelerate", "tensorflow", "infiniband",
 ]
 
-# What well-known images offer, so `provides` can be left out for them. Each pattern is matched
-# against the image or registry reference; capabilities of every matching row are combined.
-_KNOWN_IMAGES: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = tuple(
-    (re.compile(p, re.I), frozenset(c))
-    for p, c in (
-        # Azure Container for PyTorch: PyTorch, DeepSpeed, Open MPI, NCCL, ORT, Nebula.
-        (r"acpt-pytorch", {"cuda", "nccl", "mpi", "pytorch", "deepspeed", "infiniband"}),
-        # Azure ML base images: openmpiX-cudaY-... carry Open MPI and (GPU flavours) NCCL + OFED.
-        (r"azureml/openmpi[\d.]+-cuda", {"cuda", "nccl", "mpi", "infiniband"}),
-        (r"azureml/openmpi[\d.]+-ubuntu", {"mpi"}),
-        (r"rocm", {"rocm", "rccl", "mpi"}),
-        (r"tensorflow", {"tensorflow"}),
-        (r"horovod", {"horovod", "mpi"}),
-        (r"deepspeed", {"deepspeed", "mpi4py"}),
-        (r"(lightning|pytorch-lightning)", {"lightning"}),
-        (r"(huggingface|transformers)", {"transformers", "accelerate"}),
-        (r"(^|[/_-])pytorch|ptca", {"pytorch"}),
-        (r"nvcr\.io/nvidia/pytorch", {"cuda", "nccl", "mpi", "pytorch", "infiniband"}),
-    )
-)
-
-
 def infer_capabilities(reference: str) -> frozenset[str]:
-    """Capabilities of a well-known curated or Azure ML base image (empty when unknown)."""
-    found: set[str] = set()
-    for pattern, caps in _KNOWN_IMAGES:
-        if pattern.search(reference):
-            found |= caps
-    return frozenset(found)
+    """Capabilities a well-known image or curated/registry reference is known to have (empty when unknown);
+    see :mod:`infra.capabilities` for the evidence table and what is known to be absent."""
+    return capabilities.of_reference(reference).present
 
 
 class BuildContext(Model):
@@ -254,6 +231,22 @@ _REGISTRY_REF = re.compile(
     r"^azureml://registries/(?P<registry>[^/]+)/environments/(?P<name>[^/]+)"
     r"(/versions/(?P<version>[^/]+)|/labels/(?P<label>[^/]+))?$"
 )
+_WORKSPACE_REF = re.compile(
+    r"^azureml:(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(:(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))$"
+)
+"""A workspace environment, curated ones included: ``azureml:<name>:<version>`` or ``azureml:<name>@<label>``."""
+
+
+def reference_version(reference: str) -> str | None:
+    """The pinned version of an environment reference (None for a label such as ``latest`` or none)."""
+    match = _REGISTRY_REF.match(reference) or _WORKSPACE_REF.match(reference)
+    version = match.group("version") if match else None
+    return version if version and version != "latest" else None
+
+
+def is_reference(value: str) -> bool:
+    """``value`` names an existing environment (workspace/curated or registry)."""
+    return bool(_REGISTRY_REF.match(value) or _WORKSPACE_REF.match(value))
 
 
 class Environment(Model):
@@ -264,7 +257,8 @@ class Environment(Model):
     image: str | None = None
     build: BuildContext | None = None
     reference: str | None = None
-    """An existing registry environment, ``azureml://registries/<r>/environments/<n>/versions/<v>``."""
+    """An existing environment: a registry one (``azureml://registries/<r>/environments/<n>/versions/<v>``)
+    or a workspace/curated one (``azureml:AzureML-acpt-pytorch-2.8-cuda12.6:15``, ``azureml:<name>@latest``)."""
     conda_file: str | None = None
     description: str | None = None
     provides: list[Capability] | None = None
@@ -273,10 +267,11 @@ class Environment(Model):
     @field_validator("reference")
     @classmethod
     def _registry_reference(cls, value: str | None) -> str | None:
-        if value is not None and not _REGISTRY_REF.match(value):
+        if value is not None and not is_reference(value):
             raise ValueError(
-                f"reference {value!r} is not a registry environment "
-                "(azureml://registries/<registry>/environments/<name>/versions/<version>)"
+                f"reference {value!r} is not an environment reference "
+                "(azureml://registries/<registry>/environments/<name>/versions/<version>, "
+                "azureml:<name>:<version> or azureml:<name>@latest)"
             )
         return value
 
@@ -288,33 +283,85 @@ class Environment(Model):
                 "give exactly one of image, build or reference"
                 + (f" (got {' and '.join(given)})" if given else "")
             )
-        if self.reference is None and self.version is None:
-            raise ValueError("version is required for an image or build environment (pin it, e.g. version: \"1\")")
         if self.reference is not None and (self.conda_file or self.version):
-            raise ValueError("a registry reference carries its own version and conda file; remove version/conda_file")
+            raise ValueError("a reference carries its own version and conda file; remove version/conda_file")
         return self
 
     @property
     def capabilities(self) -> frozenset[str]:
-        """What the environment offers: declared ``provides`` or, failing that, inferred from the image."""
-        if self.provides is not None:
-            return frozenset(self.provides)
-        return infer_capabilities(self.image or self.reference or "")
+        """What the environment is known to offer without reading files: inferred from the image or
+        reference (:mod:`infra.capabilities`) plus the declared ``provides``."""
+        return infer_capabilities(self.image or self.reference or "") | frozenset(self.provides or ())
+
+    def evidence(self, root: Path) -> capabilities.Capabilities:
+        """Known present / known absent capabilities, reading the build context and conda file under ``root``."""
+        return environment_evidence(
+            image=self.image, reference=self.reference, build=self.build, conda_file=self.conda_file,
+            provides=self.provides, root=root,
+        )
 
     @property
     def is_pinned(self) -> bool:
-        """Pinned to an exact image (digest or explicit tag other than latest) or registry version."""
+        """Pinned to an exact image (digest or explicit tag other than latest) or a reference's version."""
         if self.reference is not None:
-            match = _REGISTRY_REF.match(self.reference)
-            return bool(match and match.group("version") and match.group("version") != "latest")
+            return reference_version(self.reference) is not None
         if self.image is not None:
-            if "@sha256:" in self.image:
-                return True
-            last = self.image.rsplit("/", 1)[-1]
-            return ":" in last and not last.endswith(":latest")
+            return image_pinned(self.image)
         return True  # a build context is pinned by the environment version
+
+    def with_content_version(self, root: Path) -> Environment:
+        """This environment with ``version`` defaulted to :func:`content_version` (unchanged when given)."""
+        if self.version is not None or self.reference is not None:
+            return self
+        return self.model_copy(update={"version": content_version(self.image, self.build, self.conda_file, root)})
 
     @property
     def asset_id(self) -> str:
         """How a job names it: ``azureml:<name>:<version>`` or the registry reference."""
         return self.reference or f"azureml:{self.name}:{self.version}"
+
+
+def image_pinned(image: str) -> bool:
+    """An image reference with a digest or an explicit tag other than ``latest``."""
+    if "@sha256:" in image:
+        return True
+    last = image.rsplit("/", 1)[-1]
+    return ":" in last and not last.endswith(":latest")
+
+
+def content_version(image: str | None, build: BuildContext | None, conda_file: str | None, root: Path) -> str:
+    """A version derived from what the environment is made of, as Azure ML names anonymous environments
+    (a SHA-256 hex digest): the image, the conda file's bytes, and every build-context file's relative
+    path and bytes. The same on every machine: no timestamps, no absolute paths, files in sorted order."""
+    digest = hashlib.sha256(b"aml-gpu-training environment content v1\0")
+    if image is not None:
+        digest.update(b"image\0" + image.encode() + b"\0")
+    if conda_file is not None:
+        digest.update(b"conda\0" + (root / conda_file).read_bytes() + b"\0")
+    if build is not None:
+        folder = root / build.path
+        digest.update(b"dockerfile\0" + build.dockerfile_path.encode() + b"\0")
+        for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(file.relative_to(folder).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def environment_evidence(
+    *, image: str | None, reference: str | None, build: BuildContext | None, conda_file: str | None,
+    provides: list[str] | None, root: Path,
+) -> capabilities.Capabilities:
+    """Tri-state capabilities of an environment made of these parts (see :mod:`infra.capabilities`)."""
+    caps = capabilities.of_reference(image or reference or "")
+    if build is not None:
+        dockerfile = root / build.path / build.dockerfile_path
+        try:
+            caps = capabilities.read_dockerfile(dockerfile.read_text(encoding="utf-8", errors="replace"),
+                                                root / build.path).capabilities
+        except OSError:
+            caps = capabilities.Capabilities()
+    if conda_file is not None:
+        try:
+            caps = caps.plus(capabilities.of_conda_file((root / conda_file).read_text(encoding="utf-8")))
+        except OSError:
+            caps = caps.plus(set(), opaque=True)
+    return caps.plus(set(provides or ()))

@@ -45,8 +45,11 @@ ENVIRONMENT = NamingRule(
 )
 ASSET_VERSION = NamingRule(
     "version",
-    re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,29}"),
-    "1-30 characters, letters, digits, '.', '-' and '_', starting with a letter or digit",
+    # Azure's REST spec puts no pattern on asset version names (workspaces/environments/versions `name`,
+    # Microsoft.MachineLearningServices 2024-04-01, as generated in Azure/bicep-types-az); container names
+    # are limited to 255 characters there, and Azure ML's own anonymous versions are 64 hex digits.
+    re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}"),
+    "1-255 characters, letters, digits, '.', '-' and '_', starting with a letter or digit",
 )
 RUN = NamingRule(
     "run name",

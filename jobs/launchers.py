@@ -226,9 +226,66 @@ def infer_launcher(run: Run, *, gpus_per_node: int | None = None) -> tuple[str, 
     if distribution.type == "tensorflow":
         return (TF_PARAMETER_SERVER if distribution.parameter_server_count else TF_MULTIWORKER), None
     if distribution.type == "mpi":
-        mentions = f"{run.command} {run.environment}".lower()
+        env = run.environment if isinstance(run.environment, str) else run.environment.image or ""
+        mentions = f"{run.command} {env}".lower()
         return (HOROVOD if "horovod" in mentions or re.search(r"\bhvd\b", mentions) else MPI), None
     words = [w for command in _simple_commands(run.command) for w in command]
     if any(w.split("=", 1)[0] in _HF_TRAINER_FLAGS for w in words):
         return HF_TRAINER, None
     return PER_PROCESS, None
+
+
+_SCRIPT_RUNNERS = frozenset({"torchrun", "deepspeed", "accelerate", "mpirun", "mpiexec", "horovodrun"})
+_PRIVILEGE = frozenset({"sudo", "doas"})
+
+
+def command_scripts(command: str) -> list[tuple[str, str]]:
+    """Files of the code folder the command runs, as ``(kind, path)``: ``("python", "train.py")`` for
+    ``python [-u] train.py`` or a launcher's training script, ``("shell", "run.sh")`` for ``bash run.sh``,
+    ``sh run.sh`` or ``./run.sh``. Paths with variables, placeholders or absolute paths are left out
+    (only known at run time, or not in the code folder)."""
+    found: list[tuple[str, str]] = []
+    for words in _simple_commands(command):
+        words = list(words)
+        if words and words[0] in _PRIVILEGE:  # sudo [-E] [-H] ...
+            words = words[1:]
+            while words and words[0].startswith("-"):
+                words = words[1:]
+        start = _program_index(words)
+        if start is None:
+            continue
+        program, rest = words[start], words[start + 1:]
+        name = posixpath.basename(program)
+        script: tuple[str, str] | None = None
+        if _PYTHON.fullmatch(name) or name in _SCRIPT_RUNNERS or (name == "accelerate" and rest[:1] == ["launch"]):
+            if "-m" in rest or "-c" in rest:
+                before = rest[: min(i for i in (rest.index(f) for f in ("-m", "-c") if f in rest))]
+                rest = before
+            py = next((w for w in rest if w.endswith(".py")), None)
+            script = ("python", py) if py else None
+        elif name in _SHELLS and "-c" not in rest:
+            arg = next((w for w in rest if not w.startswith("-")), None)
+            script = ("shell", arg) if arg else None
+        elif program.startswith("./") or program.endswith(".sh"):
+            script = ("shell", program)
+        if script is None:
+            continue
+        path = script[1]
+        if "$" in path or "{{" in path or path.startswith("/") or path.startswith("~"):
+            continue
+        found.append((script[0], posixpath.normpath(path)))
+    return found
+
+
+def launcher_in_script(text: str, env: Mapping[str, str], gpus_per_node: int | None) -> tuple[str, int | None] | None:
+    """The per-node launcher a shell script starts (``deepspeed --hostfile ...``, ``torchrun ...``),
+    with its per-node process count when the script gives a literal one; None when it starts none.
+    Commands built in a variable and run with ``eval`` are read too (``ds_call="deepspeed ..."``)."""
+    texts = [text, *re.findall(r"""[A-Za-z_][A-Za-z0-9_]*\+?=["']([^"'\n]+)["']""", text)]
+    for body in texts:
+        for words in _simple_commands(body):
+            found = _find_launcher(words)
+            if found is not None and found[0] in PER_NODE_LAUNCHERS:
+                launcher, options = found
+                return launcher, _nproc(launcher, options, env, gpus_per_node)
+    return None

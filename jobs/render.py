@@ -41,6 +41,8 @@ def build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
     from azure.ai.ml import Input, MpiDistribution, Output, PyTorchDistribution, TensorFlowDistribution, command
     from azure.ai.ml.entities import (
         AmlTokenConfiguration,
+        BuildContext,
+        Environment,
         JupyterLabJobService,
         ManagedIdentityConfiguration,
         SshJobService,
@@ -67,15 +69,26 @@ def build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
     distribution = dict(spec["distribution"])
     resources = spec["resources"]
     queue = spec.get("queue_settings") or {}
+    environment = spec["environment"]
+    if isinstance(environment, dict):  # inline: Azure ML registers it anonymously at submission
+        build = environment.get("build")
+        conda = environment.get("conda_file")
+        environment = Environment(
+            image=environment.get("image"),
+            build=BuildContext(path=str(root / build["path"]), dockerfile_path=build.get("dockerfile_path"))
+            if build else None,
+            conda_file=str(root / conda) if conda else None,
+            description=environment.get("description"),
+        )
     node = command(
         name=spec["name"],
         display_name=spec.get("display_name"),
         experiment_name=spec.get("experiment_name"),
         description=spec.get("description"),
         tags=dict(spec.get("tags") or {}),
-        code=str(root / spec["code"]),
+        code=str(root / spec["code"]) if spec.get("code") is not None else None,
         command=spec["command"],
-        environment=spec["environment"],
+        environment=environment,
         compute=spec["compute"],
         inputs={k: Input(**v) if isinstance(v, dict) else v for k, v in (spec.get("inputs") or {}).items()},
         outputs={k: Output(**v) for k, v in (spec.get("outputs") or {}).items()},
@@ -141,12 +154,19 @@ def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) ->
     """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above."""
     document = _plain(_command_job_schema().dump(build_job(spec, root=root)))
     # abspath, not resolve(): a symlinked code folder stays where the project says it is.
-    code = os.path.relpath(os.path.abspath(root / spec["code"]), os.path.abspath(code_relative_to))
-    document["code"] = Path(code).as_posix()
+    if spec.get("code") is not None:
+        document["code"] = _relative(root / spec["code"], code_relative_to)
+    environment = spec["environment"]
+    if isinstance(environment, dict) and environment.get("build"):
+        document["environment"]["build"]["path"] = _relative(root / environment["build"]["path"], code_relative_to)
     for name, declared in (spec.get("inputs") or {}).items():
         if isinstance(declared, dict) and "path" in declared:
             document["inputs"][name]["path"] = declared["path"]
     return document
+
+
+def _relative(path: Path, start: Path) -> str:
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(start))).as_posix()
 
 
 def job_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> str:

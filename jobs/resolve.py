@@ -21,16 +21,16 @@ reports rather than this module hiding it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from infra.model import Cluster, Environment, infer_capabilities
+from infra import capabilities
+from infra.model import Cluster, Environment, environment_evidence, image_pinned, reference_version
 from jobs import code_scan
-from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher
+from jobs.launchers import PER_NODE_LAUNCHERS, command_scripts, infer_launcher, launcher_in_script
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
 from model.config import StackConfig
-from model.runs import DataInput, Run
+from model.runs import DataInput, InlineEnvironment, Run
 
 SHM_GIB_PER_GPU = 4
 """/dev/shm per GPU on the node. PyTorch DataLoader workers hand batches to the training process
@@ -47,7 +47,9 @@ def default_shm_size(cluster: Cluster) -> str:
     return f"{min(SHM_GIB_PER_GPU * sku.gpus, sku.ram_gib // 2)}g"
 
 
-def _code_path(code: str) -> str:
+def _code_path(code: str | None) -> str | None:
+    if code is None:
+        return None
     return PurePosixPath(code.replace("\\", "/")).as_posix()  # "./src/" -> "src", "" -> "."
 
 
@@ -69,7 +71,7 @@ def _input(value: Any) -> Any:
     return value
 
 
-def _spec(run: Run, config: StackConfig, launcher: str, environment_id: str) -> dict[str, Any]:
+def _spec(run: Run, config: StackConfig, launcher: str, environment_id: str | dict[str, Any]) -> dict[str, Any]:
     cluster = config.cluster(run.compute)
     resources: dict[str, Any] = {
         "instance_count": run.resources.instance_count,
@@ -117,31 +119,51 @@ def _tidy(value: Any) -> Any:
     return value
 
 
-_PINNED_REF = re.compile(r"(?:/versions/|^azureml:[^:/@]+:)(?P<version>[^/:@]+)$")
+def _bases(build_dir: Path, dockerfile: str) -> tuple[str, ...]:
+    try:
+        text = (build_dir / dockerfile).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    return capabilities.read_dockerfile(text).bases
 
 
-def _environment(run: Run, config: StackConfig) -> tuple[str, EnvironmentFacts]:
-    declared: Environment | None = config.environment(run.environment) or next(
-        (e for e in config.environments if e.asset_id == run.environment), None
+def _facts(
+    *, id: str, name: str | None, source: str, caps: capabilities.Capabilities, image: str | None,
+    bases: tuple[str, ...] = (), pinned: bool,
+) -> EnvironmentFacts:
+    return EnvironmentFacts(
+        id=id, name=name, source=source, capabilities=tuple(sorted(caps.present)), pinned=pinned, image=image,
+        absent=tuple(sorted(caps.absent)), bases=bases,
+    )
+
+
+def inline_environment(env: InlineEnvironment) -> dict[str, Any]:
+    """An inline environment as the spec carries it: paths relative to the project root, no ``provides``."""
+    return _tidy(env.model_dump(exclude={"provides"}, exclude_none=True, exclude_unset=True))
+
+
+def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[str, Any], EnvironmentFacts]:
+    env = run.environment
+    if isinstance(env, InlineEnvironment):
+        bases = _bases(root / env.build.path, env.build.dockerfile_path) if env.build else ()
+        caps = environment_evidence(image=env.image, reference=None, build=env.build, conda_file=env.conda_file,
+                                    provides=env.provides, root=root)
+        pinned = image_pinned(env.image) if env.image else all(image_pinned(b) for b in bases)
+        label = env.image or f"build {env.build.path if env.build else ''}"
+        return inline_environment(env), _facts(id=f"inline ({label})", name=None, source="inline", caps=caps,
+                                               image=env.image, bases=bases, pinned=pinned)
+    declared: Environment | None = config.environment(env) or next(
+        (e for e in config.environments if e.asset_id == env), None
     )
     if declared is not None:
         source = "image" if declared.image else "build" if declared.build else "reference"
-        return declared.asset_id, EnvironmentFacts(
-            id=declared.asset_id,
-            name=declared.name,
-            source=source,
-            capabilities=tuple(sorted(declared.capabilities)),
-            pinned=declared.is_pinned,
-            image=declared.image,
-        )
-    pinned = _PINNED_REF.search(run.environment)
-    return run.environment, EnvironmentFacts(
-        id=run.environment,
-        name=None,
-        source="external",
-        capabilities=tuple(sorted(infer_capabilities(run.environment))),
-        pinned=bool(pinned and pinned.group("version") != "latest"),
-    )
+        bases = _bases(root / declared.build.path, declared.build.dockerfile_path) if declared.build else ()
+        pinned = declared.is_pinned and all(image_pinned(b) for b in bases)
+        return declared.asset_id, _facts(id=declared.asset_id, name=declared.name, source=source,
+                                         caps=declared.evidence(root), image=declared.image, bases=bases,
+                                         pinned=pinned)
+    return env, _facts(id=env, name=None, source="external", caps=capabilities.of_reference(env), image=None,
+                       pinned=reference_version(env) is not None)
 
 
 def _cluster_facts(cluster: Cluster) -> ClusterFacts:
@@ -170,27 +192,61 @@ def resolve_run(
     """
     cluster = config.cluster(run.compute)
     launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
-    environment_id, environment = _environment(run, config)
+    folder = _code_path(run.code)
+    missing: list[str] = []
+    launcher_script = None
+    for kind, script in command_scripts(run.command) if folder is not None else ():
+        path = root / folder / script  # type: ignore[operator]
+        if not path.is_file():
+            missing.append(script)
+        elif kind == "shell" and launcher not in PER_NODE_LAUNCHERS and launcher_script is None:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found = launcher_in_script(text, run.environment_variables, cluster.sku.gpus)
+            if found is not None:
+                (launcher, nproc), launcher_script = found, script
+    environment_id, environment = _environment(run, config, root)
+    spec = _spec(run, config, launcher, environment_id)
+    if code_findings is None:
+        code_findings = code_scan.scan(root / folder) if folder is not None else ()
     return ResolvedRun(
         name=run.name,
-        spec=_spec(run, config, launcher, environment_id),
+        spec=spec,
         launcher=launcher,
         launcher_nproc_per_node=nproc,
         cluster=_cluster_facts(cluster),
         environment=environment,
-        code_findings=code_scan.scan(root / run.code) if code_findings is None else code_findings,
+        code_findings=code_findings,
+        defaults=project_defaults(run, spec),
+        missing_scripts=tuple(missing),
+        launcher_script=launcher_script,
     )
+
+
+def project_defaults(run: Run, spec: dict[str, Any]) -> tuple[str, ...]:
+    """What the spec holds that the run did not write (the plan output lists them per run)."""
+    out = []
+    if run.resources.shm_size is None:
+        out.append(f"resources.shm_size: {spec['resources']['shm_size']} (Azure ML's own default is 2g)")
+    dist = run.distribution
+    if dist.type in ("pytorch", "mpi") and dist.process_count_per_instance is None:
+        out.append(f"distribution.process_count_per_instance: {spec['distribution']['process_count_per_instance']}"
+                   " (Azure ML's own default is 1)")
+    if dist.type == "tensorflow" and dist.worker_count is None:
+        out.append(f"distribution.worker_count: {spec['distribution']['worker_count']} (resources.instance_count)")
+    out += [f"inputs.{name}: {str(value).lower()} is sent as {int(value)} (Azure ML's encoding of booleans)"
+            for name, value in run.inputs.items() if isinstance(value, bool)]
+    return tuple(out)
 
 
 def resolve_all(config: StackConfig, root: Path) -> list[ResolvedRun]:
     """Every run the stack declares, resolved, sorted by name."""
     # Runs mostly share a few code folders: scan each folder once, not once per run (a 1000-run stack
     # read the same files 1000 times).
-    scans: dict[str, tuple[str, ...]] = {}
+    scans: dict[str | None, tuple[str, ...]] = {None: ()}
     resolved = []
     for run in sorted(config.jobs, key=lambda r: r.name):
         folder = _code_path(run.code)
         if folder not in scans:
-            scans[folder] = code_scan.scan(root / folder)
+            scans[folder] = code_scan.scan(root / folder)  # type: ignore[operator]
         resolved.append(resolve_run(run, config, root, code_findings=scans[folder]))
     return resolved

@@ -38,8 +38,19 @@ class EnvironmentFacts:
     source: str
     """``image``, ``build``, ``reference`` (a stack registry environment) or ``external``."""
     capabilities: tuple[str, ...]
+    """Capabilities known to be present (evidence table, build context, declared ``provides``)."""
     pinned: bool
     image: str | None = None
+    absent: tuple[str, ...] = ()
+    """Capabilities known to be absent; anything in neither list is unknown (see :mod:`infra.capabilities`)."""
+    bases: tuple[str, ...] = ()
+    """A build context's ``FROM`` images."""
+
+    def state(self, capability: str) -> str:
+        """``present``, ``absent`` or ``unknown``."""
+        if capability in self.capabilities:
+            return "present"
+        return "absent" if capability in self.absent else "unknown"
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,12 @@ class ResolvedRun:
     environment: EnvironmentFacts
     code_findings: tuple[str, ...] = field(default=())
     """Relative paths in the code folder that hold private keys or tokens (never their content)."""
+    defaults: tuple[str, ...] = field(default=())
+    """Values the project added that the run did not write (for the plan output)."""
+    missing_scripts: tuple[str, ...] = field(default=())
+    """Scripts the command runs that are not in the code folder (e.g. a git submodule not checked out)."""
+    launcher_script: str | None = None
+    """The code folder's shell script that starts :attr:`launcher`, when the command does not show it."""
 
     @property
     def instance_count(self) -> int:
@@ -74,8 +91,10 @@ class ResolvedRun:
 
     def to_props(self) -> dict[str, Any]:
         props = asdict(self)
-        props["environment"]["capabilities"] = list(self.environment.capabilities)
-        props["code_findings"] = list(self.code_findings)
+        for key in ("capabilities", "absent", "bases"):
+            props["environment"][key] = list(getattr(self.environment, key))
+        for key in ("code_findings", "defaults", "missing_scripts"):
+            props[key] = list(getattr(self, key))
         return props
 
     @classmethod
@@ -83,7 +102,8 @@ class ResolvedRun:
         cluster = {k: (int(v) if isinstance(v, float) else v) for k, v in props["cluster"].items()}
         # The engine drops None-valued props: restore the optional facts it left out.
         env = {"name": None, "image": None, **props["environment"]}
-        env["capabilities"] = tuple(env.get("capabilities") or ())
+        for key in ("capabilities", "absent", "bases"):
+            env[key] = tuple(env.get(key) or ())
         nproc = props.get("launcher_nproc_per_node")
         return cls(
             name=props["name"],
@@ -93,6 +113,9 @@ class ResolvedRun:
             cluster=ClusterFacts(**cluster),
             environment=EnvironmentFacts(**env),
             code_findings=tuple(props.get("code_findings") or ()),
+            defaults=tuple(props.get("defaults") or ()),
+            missing_scripts=tuple(props.get("missing_scripts") or ()),
+            launcher_script=props.get("launcher_script"),
         )
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -27,7 +29,7 @@ from infra.model import Cluster, Environment, Network, Workspace
 from model import NAMESPACE
 from model.errors import ConfigError
 from model.fabric_check import fabric_check_runs
-from model.runs import Run
+from model.runs import FILE_PREFIX, InlineEnvironment, Run
 from model.stackfile import SECRET_PLACEHOLDER, StackFile
 from model.waivers import Waiver
 
@@ -85,8 +87,10 @@ class StackConfig(BaseModel):
                 raise _reference_error(
                     f"environments[{i}].conda_file", f"environment {env.name!r}: file {env.conda_file!r} not found"
                 )
+        object.__setattr__(self, "environments", [e.with_content_version(root) for e in self.environments])
         clusters = {c.name: c for c in self.clusters}
         environments = {e.name: e for e in self.environments}
+        jobs = list(self.jobs)
         for i, run in enumerate(self.jobs):
             where = f"jobs[{i}]"
             if run.compute not in clusters:
@@ -94,21 +98,32 @@ class StackConfig(BaseModel):
                     f"{where}.compute",
                     f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}",
                 )
-            if not run.environment.startswith("azureml:") and run.environment not in environments:
+            env = run.environment
+            if isinstance(env, str) and env.startswith(FILE_PREFIX):
+                try:
+                    jobs[i] = run.model_copy(update={"environment": environment_file(env, root)})
+                except ValueError as err:
+                    raise _reference_error(f"{where}.environment", f"run {run.name!r}: {err}") from None
+            elif isinstance(env, str) and not env.startswith("azureml:") and env not in environments:
                 raise _reference_error(
                     f"{where}.environment",
-                    f"run {run.name!r}: unknown environment {run.environment!r}"
-                    f"{_hint(run.environment, environments)} (or give a full azureml: reference)",
+                    f"run {run.name!r}: unknown environment {env!r}"
+                    f"{_hint(env, environments)} (or give a full azureml: reference, file: or an inline environment)",
                 )
+            elif isinstance(env, InlineEnvironment):
+                problem = _inline_files_missing(env, root)
+                if problem:
+                    raise _reference_error(f"{where}.environment", f"run {run.name!r}: {problem}")
             missing = run.undeclared_placeholders()
             if missing:
                 raise _reference_error(
                     f"{where}.command", f"run {run.name!r}: {', '.join(missing)} has no declared input/output"
                 )
-            if not (root / run.code).is_dir():
+            if run.code is not None and not (root / run.code).is_dir():
                 raise _reference_error(
                     f"{where}.code", f"run {run.name!r}: folder {run.code!r} does not exist under the project root"
                 )
+        object.__setattr__(self, "jobs", jobs)
         return self
 
     @model_validator(mode="after")
@@ -129,6 +144,64 @@ class StackConfig(BaseModel):
     @property
     def workspace_location(self) -> str:
         return self.workspace.location or self.location
+
+
+def _inside(root: Path, relative: str) -> Path:
+    """``root / relative``, symlinks followed, refused when it leaves the project root."""
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ValueError(f"{relative!r} resolves outside the project root")
+    return path
+
+
+def _inline_files_missing(env: InlineEnvironment, root: Path) -> str | None:
+    """What an inline environment names that is not there (None when everything is)."""
+    try:
+        if env.build is not None and not _inside(root, f"{env.build.path}/{env.build.dockerfile_path}").is_file():
+            return f"no {env.build.dockerfile_path} in build folder {env.build.path!r}"
+        if env.conda_file is not None and not _inside(root, env.conda_file).is_file():
+            return f"conda file {env.conda_file!r} not found"
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def environment_file(reference: str, root: Path) -> InlineEnvironment:
+    """A ``file:`` environment (a CLI v2 environment YAML) as the inline environment it declares, its
+    paths made relative to the project root. Raises ValueError naming what is wrong."""
+    relative = reference[len(FILE_PREFIX):]
+    path = _inside(root, relative)
+    if not path.is_file():
+        raise ValueError(f"environment file {relative!r} not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ValueError(f"environment file {relative!r} is not YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"environment file {relative!r}: expected a mapping")
+    folder = path.parent.relative_to(root.resolve())
+    fields = {k: v for k, v in data.items() if k not in ("$schema", "tags", "os_type", "inference_config")}
+    if isinstance(fields.get("build"), dict) and "path" in fields["build"]:
+        build = dict(fields["build"])
+        build["path"] = _posix(folder / str(build["path"]))
+        fields["build"] = build
+    if isinstance(fields.get("conda_file"), str):
+        fields["conda_file"] = _posix(folder / fields["conda_file"])
+    fields["version"] = None if fields.get("version") is None else str(fields["version"])
+    try:
+        env = InlineEnvironment.model_validate(fields)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"environment file {relative!r}: {where}: {first['msg']}") from None
+    problem = _inline_files_missing(env, root)
+    if problem:
+        raise ValueError(f"environment file {relative!r}: {problem}")
+    return env
+
+
+def _posix(path: Path) -> str:
+    return os.path.normpath(path.as_posix()).replace(os.sep, "/")
 
 
 def _hint(value: str, known: Mapping[str, object]) -> str:

@@ -22,6 +22,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -30,6 +31,7 @@ from pydantic import (
 )
 
 from infra import naming
+from infra.model import BuildContext, Capability, is_reference
 
 
 class Model(BaseModel):
@@ -110,8 +112,9 @@ class DataOutput(Model):
     _path = field_validator("path")(_remote_path)
 
 
-Literal_ = StrictInt | StrictFloat | StrictStr
-"""Literal inputs. Not booleans: azure-ai-ml writes True as 1 in the job it sends."""
+Literal_ = StrictBool | StrictInt | StrictFloat | StrictStr
+"""Literal inputs. Booleans are accepted as CLI v2 accepts them; Azure ML sends ``true`` as ``1`` (the
+rendered job file says so, and the plan output notes it per run)."""
 Input = Literal_ | DataInput
 
 # ------------------------------------------------------------------------------------------ the rest
@@ -178,7 +181,57 @@ class Service(Model):
         return self
 
 
+class InlineEnvironment(Model):
+    """An environment written inside the run, as CLI v2 allows: an ``image`` (optionally with a
+    ``conda_file``) or a Docker ``build`` context. Azure ML registers it anonymously at submission.
+    ``provides`` is this project's: capabilities the policy pack may rely on, added to what it infers."""
+
+    image: str | None = None
+    """A Docker image (``mcr.microsoft.com/azureml/...:<tag>``); give a tag or digest."""
+    build: BuildContext | None = None
+    """A Docker build context (folder relative to the project root) that Azure ML builds at submission."""
+    conda_file: str | None = None
+    """A conda file (relative to the project root) installed on top of ``image``."""
+    name: str | None = None
+    """Ignored by Azure ML for an inline environment (it registers it anonymously); kept as written."""
+    version: str | None = None
+    """Ignored by Azure ML for an inline environment (the version is derived from the content)."""
+    description: str | None = None
+    """Free text."""
+    provides: list[Capability] | None = None
+    """Capabilities the policy pack may rely on (MPI, DeepSpeed...), added to what it infers from the image
+    and the build context; never sent to Azure ML."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InlineEnvironment:
+        if (self.image is None) == (self.build is None):
+            raise ValueError("an inline environment needs exactly one of image or build")
+        if self.build is not None and self.conda_file is not None:
+            raise ValueError("conda_file goes with image; a build context installs its own packages")
+        return self
+
+
+FILE_PREFIX = "file:"
+
+
+def _environment_reference(value: str) -> str:
+    """A run's ``environment`` string: a stack environment's name, ``file:<environment YAML>``, or a
+    workspace/curated/registry reference."""
+    if value.startswith(FILE_PREFIX):
+        path = PurePosixPath(value[len(FILE_PREFIX):].replace("\\", "/"))
+        if not path.parts or path.is_absolute() or ".." in path.parts:
+            raise ValueError(f"environment {value!r}: the file must be inside the project, relative to its root")
+    elif value.startswith("azureml:") and not is_reference(value):
+        raise ValueError(
+            f"environment {value!r} is not a reference: azureml:<name>:<version>, azureml:<name>@latest or "
+            "azureml://registries/<registry>/environments/<name>/versions/<version>"
+        )
+    return value
+
+
 PLACEHOLDER = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+OPTIONAL_SEGMENT = re.compile(r"\$\[\[.*?\]\]", re.S)
+"""``$[[--flag ${{inputs.x}}]]``: a command segment Azure ML drops when its optional input is not given."""
 
 
 class Run(Model):
@@ -189,11 +242,13 @@ class Run(Model):
     experiment_name: str | None = None
     description: str | None = None
     tags: dict[str, str] = {}
-    code: str
-    """Folder relative to the project root, uploaded as the run's snapshot."""
+    code: str | None = None
+    """Folder relative to the project root, uploaded as the run's snapshot (none: the command needs only
+    the environment)."""
     command: Annotated[str, Field(min_length=1)]
-    environment: str
-    """A stack environment's name, ``azureml:<name>:<version>`` or a registry reference."""
+    environment: str | InlineEnvironment
+    """A stack environment's name, ``file:<environment YAML>``, ``azureml:<name>:<version>``,
+    ``azureml:<name>@latest``, a registry reference, or an inline environment (image/build)."""
     compute: str
     """A stack cluster's name (``azureml:<name>`` is accepted too)."""
     inputs: dict[str, Input] = {}
@@ -213,24 +268,19 @@ class Run(Model):
             raise ValueError("command is empty")
         return value
 
+    @field_validator("environment")
+    @classmethod
+    def _environment_form(cls, value: str | InlineEnvironment) -> str | InlineEnvironment:
+        return _environment_reference(value) if isinstance(value, str) else value
+
     @field_validator("code")
     @classmethod
-    def _code_inside_project(cls, value: str) -> str:
+    def _code_inside_project(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         path = PurePosixPath(value.replace("\\", "/"))
         if not value.strip() or path.is_absolute() or re.match(r"^[A-Za-z]:", value) or ".." in path.parts:
             raise ValueError(f"code {value!r} must be a folder inside the project, relative to its root")
-        return value
-
-    @field_validator("inputs", mode="before")
-    @classmethod
-    def _no_boolean_inputs(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(item, bool):
-                    raise ValueError(
-                        f"input {key!r} is a boolean, which Azure ML turns into {int(item)}; "
-                        f"write {int(item)} or the string {str(item).lower()!r} instead"
-                    )
         return value
 
     @field_validator("compute")
@@ -246,10 +296,15 @@ class Run(Model):
                 raise ValueError(f"{key!r} is not a valid input/output name (letters, digits, '_')")
         return value
 
-    def placeholders(self) -> list[tuple[str, str]]:
-        """The ``${{inputs.x}}`` / ``${{outputs.x}}`` references in ``command``, in order."""
-        return [(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(self.command)]
+    def placeholders(self, *, required_only: bool = False) -> list[tuple[str, str]]:
+        """The ``${{inputs.x}}`` / ``${{outputs.x}}`` references in ``command``, in order;
+        ``required_only`` leaves out those inside ``$[[...]]`` optional segments."""
+        command = OPTIONAL_SEGMENT.sub("", self.command) if required_only else self.command
+        return [(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(command)]
 
     def undeclared_placeholders(self) -> list[str]:
+        """Placeholders outside optional segments with no declared input/output (an optional segment whose
+        input is left out is dropped by Azure ML, as CLI v2 documents)."""
         declared = {"inputs": self.inputs, "outputs": self.outputs}
-        return [f"${{{{{kind}.{key}}}}}" for kind, key in self.placeholders() if key not in declared[kind]]
+        return [f"${{{{{kind}.{key}}}}}" for kind, key in self.placeholders(required_only=True)
+                if key not in declared[kind]]

@@ -180,7 +180,7 @@ REGISTRY = "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/
         ("azureml:team-env:latest", "azureml:team-env:latest", {"pinned": False}),
         ("azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/labels/latest",
          "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/labels/latest",
-         {"pinned": False, "capabilities": ("cuda", "deepspeed", "infiniband", "mpi", "nccl", "pytorch")}),
+         {"pinned": False, "capabilities": ("cuda", "deepspeed", "mpi", "nccl", "pytorch")}),
     ],
 )
 def test_environment_references_and_facts(root: Path, reference: str, spec_env: str, facts: dict[str, Any]) -> None:
