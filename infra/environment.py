@@ -19,6 +19,7 @@ import pulumi_azure_native.machinelearningservices as ml
 import pulumi_azure_native.storage as storage
 
 from infra.model import Environment as EnvironmentConfig
+from infra.paths import files_inside
 
 TYPE = "aml-gpu-training:infra:Environment"
 BUILD_CONTAINER = "environment-builds"
@@ -36,8 +37,9 @@ class EnvironmentArgs:
 
 
 def _build_files(folder: Path) -> list[Path]:
-    # Sorted so the plan (and the upload order) is the same on every machine.
-    return sorted(p for p in folder.rglob("*") if p.is_file())
+    # Sorted so the plan (and the upload order) is the same on every machine. A link that leads outside
+    # the build context is not uploaded: the context is the stack's, the rest of the machine is not.
+    return sorted(files_inside(folder))
 
 
 class Environment(pulumi.ComponentResource):
