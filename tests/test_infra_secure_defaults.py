@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from amlgpu.plan import Plan
-from tests.conftest import only
+from tests.conftest import NS, only
 
 WS = "azure-native:machinelearningservices:Workspace"
 COMPUTE = "azure-native:machinelearningservices:Compute"
@@ -110,9 +113,10 @@ def test_cluster_identities_get_exactly_pull_and_storage_roles(dev_plan: Plan) -
 
 
 def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
-    blob = only(dev_plan, "azure-native:storage:Blob")["inputs"]
+    blobs = {b.inputs["blobName"]: b.inputs for b in dev_plan.by_type("azure-native:storage:Blob")}
+    assert sorted(blobs) == ["horovod/1/Dockerfile", "tf-gpu/1/Dockerfile"]
+    blob = blobs["tf-gpu/1/Dockerfile"]
     assert blob["containerName"] == "environment-builds"
-    assert blob["blobName"] == "tf-gpu/1/Dockerfile"
     assert blob["source"]["asset"].endswith("environments/tensorflow/Dockerfile")
     version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "tf-gpu-1")["inputs"]
     build = version["properties"]["build"]
@@ -120,9 +124,13 @@ def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
     assert build["dockerfilePath"] == "Dockerfile"
 
 
-def test_environment_versions_are_pinned_and_carry_their_conda_file(dev_plan: Plan) -> None:
-    version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
+def test_environment_versions_are_pinned_and_carry_their_conda_file(plan_variant: Any, tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "conda.yaml").write_text("name: extra\ndependencies:\n  - pip:\n      - mpi4py==4.1.1\n")
+    plan = plan_variant(lambda c: c[f"{NS}:environments"][0].update(conda_file="conda.yaml"))
+    version = only(plan, "azure-native:machinelearningservices:EnvironmentVersion", "acpt-pytorch-1")["inputs"]
     assert version["version"] == "1"
-    assert "horovod[pytorch]" in version["properties"]["condaFile"]
+    assert "mpi4py==4.1.1" in version["properties"]["condaFile"]
+    version = only(plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
     provides = version["properties"]["tags"]["provides"].split(",")
     assert provides == sorted(provides)
