@@ -110,13 +110,13 @@ def test_cluster_identities_get_exactly_pull_and_storage_roles(dev_plan: Plan) -
 
 
 def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
-    blob = only(dev_plan, "azure-native:storage:Blob")["inputs"]
-    assert blob["containerName"] == "environment-builds"
-    assert blob["blobName"] == "tf-gpu/1/Dockerfile"
-    assert blob["source"]["asset"].endswith("environments/tensorflow/Dockerfile")
+    upload = only(dev_plan, "pulumi-python:dynamic/amlgpu:BuildContextUpload")["inputs"]
+    assert upload["containerName"] == "environment-builds"
+    assert upload["prefix"].startswith("tf-gpu/1/") and list(upload["files"]) == ["Dockerfile"]
+    assert upload["source"] == "environments/tensorflow"
     version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "tf-gpu-1")["inputs"]
     build = version["properties"]["build"]
-    assert build["contextUri"].endswith(".blob.core.windows.net/environment-builds/tf-gpu/1/")
+    assert build["contextUri"].endswith(f".blob.core.windows.net/environment-builds/{upload['prefix']}")
     assert build["dockerfilePath"] == "Dockerfile"
 
 
