@@ -117,7 +117,7 @@ contexts = (
             deployer_object_id=client.object_id,
             deployer_principal_type=principal_type(client.client_id, config.workspace.deployer_principal_type),
         ),
-        opts=pulumi.ResourceOptions(parent=workspace),
+        parent=workspace,
     )
     if any(e.build for e in config.environments)
     else None

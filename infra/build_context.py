@@ -6,7 +6,7 @@ pulumi-azure-native's ``storage:Blob`` uploads with the account key (its custom 
 ``KeyBasedAuthenticationNotPermitted``. This module uploads over the Blob REST API with a bearer token
 instead (azure-storage-blob + azure-identity), from a Pulumi dynamic provider:
 
-* :class:`BuildContexts` (component): the private ``environment-builds`` container and the deploying
+* :class:`BuildContexts`: the private ``environment-builds`` container and the deploying
   principal's **Storage Blob Data Contributor** role on it (the data role the upload needs; role id from
   Azure's built-in roles list), which every upload depends on;
 * :class:`BuildContextUpload` (dynamic resource): one environment's context folder, **content-addressed**:
@@ -38,7 +38,6 @@ from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
 from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, role_definition_id, stable_guid
 
-TYPE = "aml-gpu-training:infra:BuildContexts"
 CONTAINER = "environment-builds"
 DIGEST_LENGTH = 16
 """Hex characters of the context digest in the blob prefix (64 bits: collisions are not a concern)."""
@@ -249,15 +248,18 @@ class BuildContextsArgs:
     """``User`` or ``ServicePrincipal`` (:func:`infra.azure.principal_type`)."""
 
 
-class BuildContexts(pulumi.ComponentResource):
-    """The build-context container and the deploying principal's data role on it."""
+class BuildContexts:
+    """The build-context container and the deploying principal's data role on it.
+
+    Not a component of its own: both resources are part of the workspace's setup and are parented to the
+    workspace component (``parent``), so policy findings and waivers name the workspace.
+    """
 
     account_name: pulumi.Output[str]
     container: storage.BlobContainer
     uploader_role: authorization.RoleAssignment
 
-    def __init__(self, name: str, args: BuildContextsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TYPE, name, None, opts)
+    def __init__(self, name: str, args: BuildContextsArgs, parent: pulumi.Resource) -> None:
         self.account_name = pulumi.Output.from_input(args.account_name)
         self.container = storage.BlobContainer(
             CONTAINER,
@@ -265,7 +267,7 @@ class BuildContexts(pulumi.ComponentResource):
             account_name=args.account_name,
             resource_group_name=args.resource_group_name,
             public_access="None",
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=parent),
         )
         # Scoped to the one container: the deployer can write build contexts, not the workspace's data.
         self.uploader_role = authorization.RoleAssignment(
@@ -280,9 +282,8 @@ class BuildContexts(pulumi.ComponentResource):
             ),
             scope=self.container.id,
             description=f"Deployer of workspace {args.workspace_name}: uploads environment build contexts",
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=parent),
         )
-        self.register_outputs({"containerId": self.container.id})
 
     def upload(
         self, name: str, environment: str, version: str, root: Path, folder: str, parent: pulumi.Resource
