@@ -10,6 +10,8 @@ import pytest
 from amlgpu.plan import Plan
 from tests.conftest import NS, only
 
+UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
+
 WS = "azure-native:machinelearningservices:Workspace"
 COMPUTE = "azure-native:machinelearningservices:Compute"
 STORAGE = "azure-native:storage:StorageAccount"
@@ -113,14 +115,14 @@ def test_cluster_identities_get_exactly_pull_and_storage_roles(dev_plan: Plan) -
 
 
 def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
-    blobs = {b.inputs["blobName"]: b.inputs for b in dev_plan.by_type("azure-native:storage:Blob")}
-    assert sorted(blobs) == ["horovod/1/Dockerfile", "tf-gpu/1/Dockerfile"]
-    blob = blobs["tf-gpu/1/Dockerfile"]
-    assert blob["containerName"] == "environment-builds"
-    assert blob["source"]["asset"].endswith("environments/tensorflow/Dockerfile")
+    uploads = {u.inputs["source"]: u.inputs for u in dev_plan.by_type(UPLOAD)}
+    assert sorted(uploads) == ["environments/horovod", "environments/tensorflow"]
+    upload = uploads["environments/tensorflow"]
+    assert upload["containerName"] == "environment-builds"
+    assert upload["prefix"].startswith("tf-gpu/1/") and list(upload["files"]) == ["Dockerfile"]
     version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "tf-gpu-1")["inputs"]
     build = version["properties"]["build"]
-    assert build["contextUri"].endswith(".blob.core.windows.net/environment-builds/tf-gpu/1/")
+    assert build["contextUri"].endswith(f".blob.core.windows.net/environment-builds/{upload['prefix']}")
     assert build["dockerfilePath"] == "Dockerfile"
 
 
