@@ -53,7 +53,8 @@ HOSTILE_YAML: list[tuple[str, str, str]] = [
      "line 1: nested more than 64 levels deep"),
     ("block nesting 65 deep", "".join(f"{'  ' * i}k{i}:\n" for i in range(65)) + "  " * 65 + "v\n",
      "line 65: nested more than 64 levels deep"),
-    ("a value that contains itself", "config:\n  x:loop: &a [1, *a]\n", "line 2: invalid YAML: alias *a is inside its own anchor &a"),
+    ("a value that contains itself", "config:\n  x:loop: &a [1, *a]\n",
+     "line 2: invalid YAML: alias *a is inside its own anchor &a"),
     ("a mapping that contains itself", "config:\n  x:loop: &m {k: *m}\n", "alias *m is inside its own anchor &m"),
 ]
 
@@ -160,8 +161,8 @@ ESCAPES: list[tuple[str, str, Callable[[dict[str, Any]], None], str]] = [
     ("code is a link to a folder outside", "leak", _code("leak"), f"{J}[0].code"),
     ("code goes through a linked parent", "src", _code("src/deeper"), f"{J}[0].code"),
     ("build.path is a link outside", "ctx", _env_build("ctx"), f"{E}[1].build.path"),
-    ("dockerfile_path climbs out of the context", "", _env_build("environments/tensorflow", "../../../outside/Dockerfile"),
-     f"{E}[1].build.dockerfile_path"),
+    ("dockerfile_path climbs out of the context", "",
+     _env_build("environments/tensorflow", "../../../outside/Dockerfile"), f"{E}[1].build.dockerfile_path"),
     ("conda_file is a link outside", "envs/conda.yaml", _conda("envs/conda.yaml"), f"{E}[2].conda_file"),
 ]
 
@@ -195,7 +196,9 @@ def test_a_stack_name_that_is_a_path_is_refused(tmp_path: Path, capsys: pytest.C
     project = make_project(tmp_path / "project", good_config(), stack=STACK)
     outcome = plan_in_process(project, capsys, stack=stack)
     assert_clean_refusal(outcome)
-    assert outcome.error_line == f"error: --stack: {stack!r} is not a stack name (Pulumi.<stack>.yaml in the project root)"
+    assert outcome.error_line == (
+        f"error: --stack: {stack!r} is not a stack name (Pulumi.<stack>.yaml in the project root)"
+    )
 
 
 def test_a_stack_file_linked_to_a_file_outside_is_refused_unread(
@@ -215,7 +218,7 @@ def test_a_stack_file_linked_to_a_file_outside_is_refused_unread(
     assert "SECRET" not in outcome.out + outcome.err
 
 
-# ------------------------------------------------------------------------------------------------ links in a code folder
+# ---------------------------------------------------------------------------------------- links in a code folder
 
 
 @pytest.fixture
@@ -246,7 +249,9 @@ def test_an_upload_sends_a_copy_without_the_links_leading_outside(code_with_link
         assert upload_root != root
         sent = snapshot(upload_root / "src")
         staged = upload_root
-    assert sent == {"alias.py": b"print('train')\n", "pkg/model.py": b"print('model')\n", "train.py": b"print('train')\n"}
+    assert sent == {
+        "alias.py": b"print('train')\n", "pkg/model.py": b"print('model')\n", "train.py": b"print('train')\n"
+    }
     assert not staged.exists()
 
 
