@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from infra import capabilities, naming, skus
+from infra.paths import files_inside
 
 
 class Model(BaseModel):
@@ -95,6 +96,10 @@ class Workspace(Model):
     protect: StrictBool = True
     """Protect the workspace, its storage and key vault from deletion (``pulumi destroy`` refuses)."""
     log_retention_days: Annotated[StrictInt, Field(ge=30, le=730)] = 30
+    deployer_principal_type: Literal["User", "ServicePrincipal"] | None = None
+    """What runs ``pulumi up``: the stack grants it a data role on the build-context container, and Azure
+    refuses a role assignment whose principalType does not match (UnmatchedPrincipalType). Left out, it is
+    ``User`` when the Azure CLI or Azure PowerShell signed in, else ``ServicePrincipal``."""
 
     @model_validator(mode="after")
     def _primary_identity(self) -> Workspace:
@@ -341,7 +346,7 @@ def content_version(image: str | None, build: BuildContext | None, conda_file: s
     if build is not None:
         folder = root / build.path
         digest.update(b"dockerfile\0" + build.dockerfile_path.encode() + b"\0")
-        for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        for file in files_inside(folder):
             digest.update(file.relative_to(folder).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import PydanticCustomError
 
 from infra.model import Cluster, Environment, Network, Workspace
+from infra.paths import resolve_inside
 from model import NAMESPACE
 from model.errors import ConfigError
 from model.fabric_check import fabric_check_runs
@@ -77,6 +78,7 @@ class StackConfig(BaseModel):
     @model_validator(mode="after")
     def _runs_reference_the_stack(self, info: ValidationInfo) -> StackConfig:
         root = Path((info.context or {}).get("root", "."))
+        _paths_stay_inside(self, root)
         for i, env in enumerate(self.environments):
             if env.build is not None and not (root / env.build.path / env.build.dockerfile_path).is_file():
                 raise _reference_error(
@@ -148,9 +150,9 @@ class StackConfig(BaseModel):
 
 def _inside(root: Path, relative: str) -> Path:
     """``root / relative``, symlinks followed, refused when it leaves the project root."""
-    path = (root / relative).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise ValueError(f"{relative!r} resolves outside the project root")
+    path = resolve_inside(root, relative)
+    if path is None:
+        raise ValueError(f"{relative!r} leads outside the project root (symbolic links followed)")
     return path
 
 
@@ -202,6 +204,31 @@ def environment_file(reference: str, root: Path) -> InlineEnvironment:
 
 def _posix(path: Path) -> str:
     return os.path.normpath(path.as_posix()).replace(os.sep, "/")
+
+
+def _paths_stay_inside(config: StackConfig, root: Path) -> None:
+    """Every path the stack names leads, symbolic links followed, inside the project root: the stack file
+    is untrusted input (fork pull requests are planned), and what these paths name is read and uploaded."""
+    named: list[tuple[str, str]] = []
+    for i, env in enumerate(config.environments):
+        if env.build is not None:
+            named.append((f"environments[{i}].build.path", env.build.path))
+            named.append((f"environments[{i}].build.dockerfile_path", f"{env.build.path}/{env.build.dockerfile_path}"))
+        if env.conda_file is not None:
+            named.append((f"environments[{i}].conda_file", env.conda_file))
+    named += [(f"jobs[{i}].code", run.code) for i, run in enumerate(config.jobs) if run.code is not None]
+    for i, run in enumerate(config.jobs):
+        env = run.environment
+        if isinstance(env, InlineEnvironment) and env.build is not None:
+            named.append((f"jobs[{i}].environment.build.path", env.build.path))
+        if isinstance(env, InlineEnvironment) and env.conda_file is not None:
+            named.append((f"jobs[{i}].environment.conda_file", env.conda_file))
+    for key, path in named:
+        if resolve_inside(root, path) is None:
+            raise _reference_error(
+                key, f"{path!r} leads outside the project root (symbolic links followed); "
+                "name a file or folder inside the project"
+            )
 
 
 def _hint(value: str, known: Mapping[str, object]) -> str:

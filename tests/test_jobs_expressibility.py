@@ -4,6 +4,7 @@ itself makes of the same YAML: inline / ``file:`` / curated / registry environme
 
 from __future__ import annotations
 
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "envs" / "ds" / "Dockerfile").write_text(f"FROM {IMAGE}\nRUN pip install deepspeed==0.12.6 mpi4py\n")
     (tmp_path / "envs" / "ds" / "env.yml").write_text("name: ds\nversion: openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04\n"
                                                       "build:\n  path: .\n")
-    (tmp_path / "environments").symlink_to(ROOT / "environments")  # the stack's build contexts
+    shutil.copytree(ROOT / "environments", tmp_path / "environments")  # the stack's build contexts
     (tmp_path / "envs" / "conda.yml").write_text("name: t\ndependencies:\n  - python=3.10\n  - pip:\n    - horovod\n")
     return tmp_path
 
@@ -108,7 +109,7 @@ def test_boolean_inputs_are_accepted_and_the_plan_says_how_azure_ml_sends_them(r
 
 def test_optional_segments_may_name_undeclared_inputs(root: Path) -> None:
     command = "python train.py $[[--resume ${{inputs.checkpoint}}]]"
-    run, job = _render_and_reload(root, command=command)
+    _, job = _render_and_reload(root, command=command)
     assert job["component"]["command"] == command
     with pytest.raises(ConfigError, match=r"inputs\.checkpoint\}\} has no declared input"):
         stack(root, [declared(command="python train.py --resume ${{inputs.checkpoint}}")])
@@ -134,7 +135,7 @@ def test_default_environment_version_is_derived_from_content_and_stable(root: Pa
     # Another checkout of the same files (another machine): the same version.
     other = tmp_path_factory.mktemp("other")
     (other / "envs" / "ds").mkdir(parents=True)
-    (other / "environments").symlink_to(ROOT / "environments")
+    shutil.copytree(ROOT / "environments", other / "environments")
     for name in ("Dockerfile", "env.yml"):
         (other / "envs" / "ds" / name).write_bytes((root / "envs" / "ds" / name).read_bytes())
     assert stack(other, [], environments=environments).environments[0].version == first

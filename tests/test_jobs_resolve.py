@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def declared(**fields: Any) -> dict[str, Any]:
 def root(tmp_path: Path) -> Path:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('training')\n")
-    (tmp_path / "environments").symlink_to(ROOT / "environments")  # the stack's build contexts
+    shutil.copytree(ROOT / "environments", tmp_path / "environments")  # the stack's build contexts
     return tmp_path
 
 
@@ -172,7 +173,8 @@ REGISTRY = "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/
           "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18"}),
         ("azureml:acpt-pytorch:1", "azureml:acpt-pytorch:1", {"name": "acpt-pytorch", "source": "image"}),
         ("tf-gpu", "azureml:tf-gpu:1", {"name": "tf-gpu", "source": "build", "image": None,
-                                         "capabilities": ("cuda", "infiniband", "mpi", "nccl", "tensorflow")}),
+                                         "capabilities": ("cuda", "horovod", "infiniband", "mpi", "nccl", "tensorflow"),
+                                         "absent": ("deepspeed", "mpi4py", "pytorch")}),
         ("registry-acpt", REGISTRY, {"name": "registry-acpt", "source": "reference", "pinned": True}),
         ("azureml:team-env:7", "azureml:team-env:7", {"name": None, "source": "external", "pinned": True,
                                                      "capabilities": ()}),
