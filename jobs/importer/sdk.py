@@ -181,7 +181,7 @@ def _v1(call: Call, module: Module, source: Source, ctx: Context, name: str, exp
         if isinstance(docker, Call) and docker.name == "DockerConfiguration":
             if docker.given(99, "shm_size"):
                 resources["shm_size"] = _literal(draft, docker.arg(99, "shm_size"), "resources.shm_size", docker.line)
-            arguments = docker.arg(2, "arguments")
+            arguments = docker.arg(99, "arguments")  # keyword-only here: positions differ across versions
             if isinstance(arguments, list) and arguments:
                 resources["docker_args"] = " ".join(_word(str(a)) for a in arguments)
         run["resources"] = resources
