@@ -268,7 +268,9 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-_ICONS = {"add": "➕ add", "update": "✏️ update", "replace": "🔁 replace", "remove": "➖ remove", "change": "✏️ change"}
+_ICONS = {
+    "add": "🆕 add", "update": "✏️ update", "replace": "🔁 replace", "remove": "🗑️ remove", "change": "✏️ change",
+}
 
 
 def diff_markdown(result: Mapping[str, Any]) -> str:

@@ -129,7 +129,10 @@ class CostReport:
         return {
             "currency": "USD",
             "hours_per_month": HOURS_PER_MONTH,
-            "stack": {"ceiling_usd_per_hour": self.ceiling_usd_per_hour, "floor_usd_per_month": self.floor_usd_per_month},
+            "stack": {
+                "ceiling_usd_per_hour": self.ceiling_usd_per_hour,
+                "floor_usd_per_month": self.floor_usd_per_month,
+            },
             "clusters": [c.to_json() for c in self.clusters],
             "runs": [r.to_json() for r in self.runs],
         }

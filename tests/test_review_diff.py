@@ -162,7 +162,7 @@ def test_provider_facts_protection_and_ignore_changes(
 
 
 def test_removing_a_protected_resource_is_blocked_and_said_first(dev_resources: list[dict[str, Any]]) -> None:
-    head = [r for r in dev_resources if not (r["type"] == STORAGE)]
+    head = [r for r in dev_resources if r["type"] != STORAGE]
     result = diff(dev_resources, head, base_label="base")
     (entry,) = result["resources"]
     assert entry["action"] == "remove" and entry["blocked"] is True

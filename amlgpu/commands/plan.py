@@ -47,8 +47,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
     parser.add_argument("--policy-config", type=Path, help="policy pack config (JSON): enforcement and parameters")
     parser.add_argument("--base", metavar="DIR_OR_GIT_REF",
-                        help="compare with a base: an earlier plan folder, or a git ref planned in a temporary worktree "
-                        "with its own code; writes diff.json and a diff section atop policy.md")
+                        help="compare with a base: an earlier plan folder, or a git ref planned in a temporary "
+                        "worktree with its own code; writes diff.json and a diff section atop policy.md")
     parser.add_argument("--prices", type=Path, metavar="FILE",
                         help="pricing table overriding infra/prices.json figure by figure (e.g. negotiated rates)")
     parser.set_defaults(func=run)
@@ -178,8 +178,8 @@ class PlanResult:
         text = plan_tree(self, _display_path(out))
         if self.cost is not None:
             stack_cost = self.cost.to_json()["stack"]
-            text += (f"\nCost at list price: {stack_cost['ceiling_usd_per_hour']} USD/h with every cluster at max nodes, "
-                     f"{stack_cost['floor_usd_per_month']} USD/month idle floor (cost.json).")
+            text += (f"\nCost at list price: {stack_cost['ceiling_usd_per_hour']} USD/h with every cluster at max "
+                     f"nodes, {stack_cost['floor_usd_per_month']} USD/month idle floor (cost.json).")
         if self.diff is not None:
             text += f"\nAgainst {self.diff['base']}: {self.diff['verdict']} (diff.json)"
         return text

@@ -50,7 +50,8 @@ def register(sub: Any) -> None:
     refresh = what.add_parser("refresh", help="rewrite the table from the Retail Prices API (online)")
     refresh.add_argument("--region", action="append", metavar="R",
                          help="an ARM region name (eastus2); repeat for more (default: the table's regions)")
-    refresh.add_argument("--out", type=Path, default=prices.DEFAULT_TABLE, help="the table to write (default: %(default)s)")
+    refresh.add_argument("--out", type=Path, default=prices.DEFAULT_TABLE,
+                         help="the table to write (default: %(default)s)")
     refresh.set_defaults(func=run_refresh)
     show = what.add_parser("show", help="print the table's figures")
     show.add_argument("--prices", type=Path, default=prices.DEFAULT_TABLE, help="the table to read")
@@ -60,7 +61,7 @@ def register(sub: Any) -> None:
 def http_get(url: str) -> Mapping[str, Any]:
     """The live fetch: one GET, JSON body (the API needs no credentials)."""
     request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "amlgpu"})
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 (fixed https host)
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # the fixed https host of the API
         return json.loads(response.read().decode("utf-8"))
 
 
