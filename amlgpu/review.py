@@ -188,6 +188,13 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _change_text(label: str, old: Any, new: Any) -> str:
+    a, b = _short(old), _short(new)
+    if a.endswith("...") or b.endswith("..."):
+        return f"{label} changed"  # long texts: their heads would read the same
+    return f"{label}: {_cell(a)} -> {_cell(b)}"
+
+
 def _describe_change(change: Mapping[str, Any], words: Mapping[str, str] | None = None) -> str:
     label = (words or {}).get(change["input"], change["input"])
     return f"{label} {_short(change['old'])} -> {_short(change['new'])}"
@@ -257,6 +264,7 @@ def cost_change(base: CostReport, head: CostReport) -> dict[str, Any]:
     return {
         "ceiling_usd_per_hour": delta(base.ceiling_usd_per_hour, head.ceiling_usd_per_hour),
         "floor_usd_per_month": delta(base.floor_usd_per_month, head.floor_usd_per_month),
+        "priced_ceiling_usd_per_hour": delta(base.priced_ceiling_usd_per_hour, head.priced_ceiling_usd_per_hour),
         "clusters": clusters,
     }
 
@@ -281,7 +289,7 @@ def diff_markdown(result: Mapping[str, Any]) -> str:
         for r in result["resources"]:
             mark = "⛔ blocked " + r["action"] if r.get("blocked") else _ICONS[r["action"]]
             details = [
-                f"`{c['input']}`: {_cell(_short(c['old']))} -> {_cell(_short(c['new']))}"
+                _change_text(f"`{c['input']}`", c["old"], c["new"])
                 + (f" (replaces: {c['replaces']})" if "replaces" in c else "")
                 for c in r.get("changes", [])
             ]
@@ -295,8 +303,7 @@ def diff_markdown(result: Mapping[str, Any]) -> str:
     if result["runs"]:
         lines += ["", "| | Run | Cluster | Nodes x processes | Environment | Changes |", "|---|---|---|---|---|---|"]
         for r in result["runs"]:
-            changes = "<br>".join(f"{c['field']}: {_cell(_short(c['old']))} -> {_cell(_short(c['new']))}"
-                                  for c in r.get("changes", []))
+            changes = "<br>".join(_change_text(c["field"], c["old"], c["new"]) for c in r.get("changes", []))
             lines.append(f"| {_ICONS[r['action']]} | `{_cell(r['name'])}` | {r['cluster']} | "
                          f"{r['nodes']} x {r['processes_per_node'] or 1} | `{_cell(r['environment'])}` | {changes} |")
     return "\n".join(lines) + "\n"
@@ -317,18 +324,29 @@ def _signed(value: Any) -> str:
 def cost_markdown(cost: CostReport, change: Mapping[str, Any] | None = None) -> str:
     """The cost section of ``policy.md``: clusters, runs and, against a base, the change."""
     lines = ["", "### Cost at list price (USD)", ""]
-    stack_line = (f"All clusters at max nodes: **{_money(cost.ceiling_usd_per_hour)} per hour**; "
+    ceiling = _money(cost.ceiling_usd_per_hour)
+    if cost.ceiling_usd_per_hour == UNKNOWN:
+        ceiling += f" (at least {_money(cost.priced_ceiling_usd_per_hour)})"
+    stack_line = (f"All clusters at max nodes: **{ceiling} per hour**; "
                   f"idle floor (min nodes, 730 h): **{_money(cost.floor_usd_per_month)} per month**.")
     if change:
-        stack_line += (f" Change against the base: {_signed(change['ceiling_usd_per_hour']['change'])} per hour, "
+        hourly = _signed(change["ceiling_usd_per_hour"]["change"])
+        if change["ceiling_usd_per_hour"]["change"] == UNKNOWN:
+            hourly += f" ({_signed(change['priced_ceiling_usd_per_hour']['change'])} on the priced clusters)"
+        stack_line += (f" Change against the base: {hourly} per hour, "
                        f"{_signed(change['floor_usd_per_month']['change'])} per month.")
-    lines += [stack_line, "", "| Cluster | Size | Tier | Region | Per node-hour | Ceiling per hour | Floor per month |",
-              "|---|---|---|---|---:|---:|---:|"]
+    by_name = {c["name"]: c for c in (change or {}).get("clusters", [])}
+    extra = " Change (ceiling / floor) |" if change else ""
+    lines += [stack_line, "", "| Cluster | Size | Tier | Region | Per node-hour | Ceiling per hour | Floor per month |"
+              + extra, "|---|---|---|---|---:|---:|---:|" + ("---:|" if change else "")]
     for c in cost.clusters:
         node = _money(c.node_usd_per_hour) if c.node_usd_per_hour is not None else UNKNOWN
+        delta = by_name.get(c.name)
+        cell = (f" {_signed(delta['ceiling_usd_per_hour']['change'])} / "
+                f"{_signed(delta['floor_usd_per_month']['change'])} |" if delta else (" |" if change else ""))
         lines.append(f"| `{c.name}` | {c.size} | {c.tier} | {c.region} | {node} | "
                      f"{_money(c.ceiling_usd_per_hour)} (max {c.max_instances}) | "
-                     f"{_money(c.floor_usd_per_month)} (min {c.min_instances}) |")
+                     f"{_money(c.floor_usd_per_month)} (min {c.min_instances}) |" + cell)
     if cost.runs:
         lines += ["", "| Run | Cluster | Nodes | Per hour | Ceiling (timeout) |", "|---|---|---:|---:|---:|"]
         for r in cost.runs:

@@ -122,6 +122,11 @@ class CostReport:
     def floor_usd_per_month(self) -> Money:
         return _sum(c.floor_usd_per_month for c in self.clusters)
 
+    @property
+    def priced_ceiling_usd_per_hour(self) -> float:
+        """The ceiling of the clusters the table prices: a lower bound when some price is unknown."""
+        return _usd(sum(c.ceiling_usd_per_hour for c in self.clusters if isinstance(c.ceiling_usd_per_hour, float)))
+
     def cluster(self, name: str) -> ClusterCost | None:
         return next((c for c in self.clusters if c.name == name), None)
 
@@ -132,6 +137,7 @@ class CostReport:
             "stack": {
                 "ceiling_usd_per_hour": self.ceiling_usd_per_hour,
                 "floor_usd_per_month": self.floor_usd_per_month,
+                "priced_ceiling_usd_per_hour": self.priced_ceiling_usd_per_hour,
             },
             "clusters": [c.to_json() for c in self.clusters],
             "runs": [r.to_json() for r in self.runs],

@@ -43,8 +43,7 @@ def stack_hourly_ceiling(stack: Stack, *, max_usd_per_hour: int = 1000) -> list[
     if not workspaces:
         return []
     cost = _cost(stack)
-    known = [c.ceiling_usd_per_hour for c in cost.clusters if isinstance(c.ceiling_usd_per_hour, float)]
-    total = sum(known)
+    total = cost.priced_ceiling_usd_per_hour
     if total <= max_usd_per_hour:
         return []
     unknown = [c.name for c in cost.clusters if c.ceiling_usd_per_hour == UNKNOWN]
