@@ -9,7 +9,10 @@ container registry, the workspace itself and its diagnostic settings. Secure by 
 * identity everywhere: shared keys off on storage, identity-based system datastores, RBAC key vault,
   registry admin user off;
 * data-holding resources (resource group, workspace, storage, key vault) are protected from
-  deletion unless the stack sets ``workspace.protect: false``.
+  deletion unless the stack sets ``workspace.protect: false``;
+* a primary **user-assigned** workspace identity gets the roles Microsoft documents for it (Azure gives a
+  user-assigned identity nothing by itself), on the dependencies before the workspace is created and on the
+  workspace after it: :data:`USER_ASSIGNED_GRANTS`.
 """
 
 from __future__ import annotations
@@ -21,16 +24,46 @@ import pulumi_azure_native.applicationinsights as appinsights
 import pulumi_azure_native.containerregistry as acr
 import pulumi_azure_native.keyvault as keyvault
 import pulumi_azure_native.machinelearningservices as ml
+import pulumi_azure_native.managedidentity as managedidentity
 import pulumi_azure_native.monitor as monitor
 import pulumi_azure_native.operationalinsights as loganalytics
 import pulumi_azure_native.resources as resources
 import pulumi_azure_native.storage as storage
 
 from infra import naming
-from infra.azure import identity_type
+from infra.access import Grant, grant
+from infra.azure import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR, identity_type
 from infra.model import Workspace as WorkspaceConfig
 
 TYPE = "aml-gpu-training:infra:Workspace"
+
+USER_ASSIGNED_GRANTS: tuple[tuple[str, str, str], ...] = (
+    ("storage", "contributor", CONTRIBUTOR),
+    ("storage", "storage-blob-data-contributor", STORAGE_BLOB_DATA_CONTRIBUTOR),
+    ("key_vault", "contributor", CONTRIBUTOR),
+    ("key_vault", "key-vault-administrator", KEY_VAULT_ADMINISTRATOR),  # the vault uses the RBAC model
+    ("registry", "contributor", CONTRIBUTOR),
+    ("insights", "contributor", CONTRIBUTOR),
+    ("workspace", "contributor", CONTRIBUTOR),
+)
+"""(resource, key, role) the workspace's primary user-assigned identity needs: the table "required on your
+user-assigned managed identity" of MicrosoftDocs/azure-ai-docs
+articles/machine-learning/how-to-identity-based-service-authentication.md @ 014addf7c682f2874c82890aed81706cdcdf504b
+(workspace: Contributor; storage: Contributor + Storage Blob Data Contributor; key vault with the RBAC model:
+Contributor + Key Vault Administrator; registry: Contributor; Application Insights: Contributor)."""
+
+
+def _identity_principal(resource_id: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The principal (object) id of a user-assigned identity, looked up from its resource id.
+
+    The lookup runs in the deployment subscription; the stack model refuses an identity in another one
+    (:meth:`model.config.StackConfig.subscription_mismatch`).
+    """
+    parts = resource_id.split("/")  # /subscriptions/<s>/resourceGroups/<rg>/providers/<ns>/<type>/<name>
+    found = managedidentity.get_user_assigned_identity_output(
+        resource_group_name=parts[4], resource_name=parts[8], opts=pulumi.InvokeOutputOptions(parent=parent)
+    )
+    return found.principal_id
 
 
 @dataclass(frozen=True)
@@ -38,6 +71,7 @@ class WorkspaceArgs:
     config: WorkspaceConfig
     location: str
     tenant_id: pulumi.Input[str]
+    subscription_id: pulumi.Input[str]
     operator_ip_ranges: tuple[str, ...] = ()
     tags: dict[str, str] | None = None
 
@@ -152,6 +186,11 @@ class Workspace(pulumi.ComponentResource):
             opts=child,
         )
 
+        uai_grants = self._grant_user_assigned(
+            name, args, {"storage": self.storage_account.id, "key_vault": self.key_vault.id,
+                         "registry": self.registry.id, "insights": insights.id},
+        )
+
         cmk = cfg.customer_managed_key
         private = cfg.public_network_access == "Disabled"
         self.workspace = ml.Workspace(
@@ -194,9 +233,12 @@ class Workspace(pulumi.ComponentResource):
                 # The workspace's name is its identity for every job and datastore: replace it only by
                 # deleting first, and never on a change Azure can make in place.
                 delete_before_replace=True,
+                # A user-assigned identity must reach the dependencies when the workspace is created.
+                depends_on=uai_grants,
             ),
         )
         self.workspace_name = self.workspace.name
+        self._grant_user_assigned(name, args, {"workspace": self.workspace.id})
 
         monitor.DiagnosticSetting(
             f"{name}-diagnostics",
@@ -218,3 +260,27 @@ class Workspace(pulumi.ComponentResource):
                 "registryId": self.registry.id,
             }
         )
+
+    def _grant_user_assigned(
+        self, name: str, args: WorkspaceArgs, scopes: dict[str, pulumi.Input[str]]
+    ) -> list[pulumi.Resource]:
+        """The :data:`USER_ASSIGNED_GRANTS` on ``scopes`` for the primary user-assigned identity, if any."""
+        uai = args.config.primary_user_assigned_identity
+        if not uai:
+            return []
+        if not hasattr(self, "_uai_principal"):
+            self._uai_principal = _identity_principal(uai, self)
+        return [
+            grant(
+                f"{name}-identity-{resource.replace('_', '-')}",
+                Grant(key, role, scopes[resource]),
+                principal_id=self._uai_principal,
+                principal_type="ServicePrincipal",  # a managed identity
+                subscription_id=args.subscription_id,
+                name_seed=(args.config.name, "workspace-identity", uai, resource),
+                description=f"Workspace {args.config.name}'s user-assigned identity on its {resource}: {key}",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for resource, key, role in USER_ASSIGNED_GRANTS
+            if resource in scopes
+        ]
