@@ -41,7 +41,8 @@ if mismatch:
     raise pulumi.RunError(str(ConfigError(mismatch[1], file=f"Pulumi.{pulumi.get_stack()}.yaml",
                                           key=f"{NAMESPACE}:{mismatch[0]}")))
 location = config.workspace_location
-tags = {"project": NAMESPACE, "stack": pulumi.get_stack(), "managed-by": "pulumi"}
+# The workspace's tags (e.g. a required cost-center) go on every taggable resource of the stack.
+tags = {"project": NAMESPACE, "stack": pulumi.get_stack(), "managed-by": "pulumi", **config.workspace.tags}
 private = config.workspace.public_network_access == "Disabled"
 
 workspace = Workspace(
@@ -73,6 +74,7 @@ PrivateLinks(
         location=location,
         subnet_id=network.subnet_id,
         virtual_network_id=network.virtual_network_id,
+        existing_zone_ids=config.network.private_dns_zone_ids,
         targets=(
             PrivateTarget("workspace", workspace.workspace.id, "amlworkspace"),
             PrivateTarget("storage-blob", workspace.storage_account.id, "blob"),

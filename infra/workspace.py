@@ -107,6 +107,10 @@ class Workspace(pulumi.ComponentResource):
             location=args.location,
             sku=loganalytics.WorkspaceSkuArgs(name="PerGB2018"),
             retention_in_days=cfg.log_retention_days,
+            # Azure Policy 6c53d030 / e15effd4: no public ingestion or query, Entra ID only.
+            public_network_access_for_ingestion=cfg.monitoring_access,
+            public_network_access_for_query=cfg.monitoring_access,
+            features=loganalytics.WorkspaceFeaturesArgs(disable_local_auth=True),
             tags=tags,
             opts=child,
         )
@@ -119,6 +123,10 @@ class Workspace(pulumi.ComponentResource):
             application_type="web",
             ingestion_mode="LogAnalytics",
             workspace_resource_id=logs.id,
+            # Azure Policy 1bc02227 / 199d5677: no public ingestion or query, Entra ID only.
+            public_network_access_for_ingestion=cfg.monitoring_access,
+            public_network_access_for_query=cfg.monitoring_access,
+            disable_local_auth=True,
             tags=tags,
             opts=child,
         )
@@ -130,13 +138,18 @@ class Workspace(pulumi.ComponentResource):
             resource_group_name=group.name,
             location=args.location,
             kind="StorageV2",
-            sku=storage.SkuArgs(name="Standard_ZRS" if cfg.high_business_impact else "Standard_LRS"),
+            sku=storage.SkuArgs(name=cfg.storage_replication),
             allow_blob_public_access=False,
             allow_shared_key_access=False,
             allow_cross_tenant_replication=False,
             default_to_o_auth_authentication=True,
             enable_https_traffic_only=True,
             minimum_tls_version="TLS1_2",
+            # Azure Policy b2982f36: public network access off unless operator ranges must reach the firewall
+            # (build-context uploads from outside the network); then the firewall denies all but them.
+            public_network_access="Enabled" if args.operator_ip_ranges else "Disabled",
+            # Azure Policy bc1b984e / 7aa1c9d5: SAS (user delegation only: shared keys are off) at most 7 days.
+            sas_policy=storage.SasPolicyArgs(sas_expiration_period="7.00:00:00", expiration_action="Block"),
             network_rule_set=storage.NetworkRuleSetArgs(
                 bypass=deny_public["bypass"],
                 default_action=deny_public["default_action"],
@@ -182,6 +195,13 @@ class Workspace(pulumi.ComponentResource):
             anonymous_pull_enabled=False,
             public_network_access="Disabled",
             network_rule_bypass_options="AzureServices",
+            # Azure Policy 524b0254 (exports off), 42781ec6 (no ARM-audience tokens), 9d2b0a20 (zone redundant;
+            # Premium in a region with availability zones; set at creation only).
+            policies=acr.PoliciesArgs(
+                export_policy=acr.ExportPolicyArgs(status="disabled"),
+                azure_ad_authentication_as_arm_policy=acr.AzureADAuthenticationAsArmPolicyArgs(status="disabled"),
+            ),
+            zone_redundancy="Enabled",
             tags=tags,
             opts=child,
         )
@@ -240,15 +260,25 @@ class Workspace(pulumi.ComponentResource):
         self.workspace_name = self.workspace.name
         self._grant_user_assigned(name, args, {"workspace": self.workspace.id})
 
-        monitor.DiagnosticSetting(
-            f"{name}-diagnostics",
-            name="send-to-log-analytics",
-            resource_uri=self.workspace.id,
-            workspace_id=logs.id,
-            logs=[monitor.DiagnosticsLogSettingsArgs(category_group="allLogs", enabled=True)],
-            metrics=[monitor.DiagnosticsMetricSettingsArgs(category="AllMetrics", enabled=True)],
-            opts=child,
+        # Resource logs of the workspace, its key vault (Azure Policy cf820ca0) and its blob service, to Log
+        # Analytics. Diagnostic settings are platform ingestion: unaffected by the public-access settings above.
+        diagnosed = (
+            ("diagnostics", self.workspace.id),
+            ("kv-diagnostics", self.key_vault.id),
+            ("blob-diagnostics", pulumi.Output.concat(self.storage_account.id, "/blobServices/default")),
         )
+        for key, resource_uri in diagnosed:
+            monitor.DiagnosticSetting(
+                f"{name}-{key}",
+                name="send-to-log-analytics",
+                resource_uri=resource_uri,
+                workspace_id=logs.id,
+                logs=[monitor.DiagnosticsLogSettingsArgs(category_group="allLogs", enabled=True)],
+                # The blob service's metrics already reach Azure Monitor without a setting; the rest send all.
+                metrics=None if key == "blob-diagnostics"
+                else [monitor.DiagnosticsMetricSettingsArgs(category="AllMetrics", enabled=True)],
+                opts=child,
+            )
 
         self.register_outputs(
             {

@@ -87,9 +87,14 @@ def test_nsg_denies_inbound_internet(dev_plan: Plan) -> None:
     assert deny and deny[0]["sourceAddressPrefix"] == "Internet"
 
 
-def test_workspace_logs_go_to_log_analytics(dev_plan: Plan) -> None:
-    setting = only(dev_plan, "azure-native:monitor:DiagnosticSetting")["inputs"]
-    assert setting["resourceUri"].endswith("/workspaces/mlw-gpu-dev")
+@pytest.mark.parametrize(
+    ("name", "resource"),
+    [("mlw-gpu-dev-diagnostics", "/workspaces/mlw-gpu-dev"), ("mlw-gpu-dev-kv-diagnostics", "/vaults/kv-mlw-gpu-dev-"),
+     ("mlw-gpu-dev-blob-diagnostics", "/blobServices/default")],
+)
+def test_workspace_vault_and_blob_logs_go_to_log_analytics(dev_plan: Plan, name: str, resource: str) -> None:
+    setting = only(dev_plan, "azure-native:monitor:DiagnosticSetting", name)["inputs"]
+    assert resource in setting["resourceUri"]
     assert "/Microsoft.OperationalInsights/workspaces/" in setting["workspaceId"]
     assert setting["logs"][0]["categoryGroup"] == "allLogs"
 
