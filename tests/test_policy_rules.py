@@ -32,6 +32,9 @@ PE = "azure-native:network:PrivateEndpoint"
 DNS_GROUP = "azure-native:network:PrivateDnsZoneGroup"
 DIAG = "azure-native:monitor:DiagnosticSetting"
 CONTAINER = "azure-native:storage:BlobContainer"
+INSIGHTS = "azure-native:applicationinsights:Component"
+LOGS = "azure-native:operationalinsights:Workspace"
+VNET = "azure-native:network:VirtualNetwork"
 
 WORKSPACE = "mlw-gpu-dev"
 CLUSTER = "gpu-a100"
@@ -184,7 +187,7 @@ CASES = [
          "key vault has no private endpoint"),
     Case("workspace-diagnostic-logs", drop(DIAG, "mlw-gpu-dev-diagnostics"), WORKSPACE, "no diagnostic setting"),
     Case("workspace-hbi-storage-private",
-         both(setting(WS, "hbiWorkspace", True),
+         both(setting(WS, "hbiWorkspace", True), setting(STORAGE, "publicNetworkAccess", "Enabled"),
               setting(STORAGE, "networkRuleSet.ipRules", [{"iPAddressOrRange": "203.0.113.7", "action": "Allow"}])),
          WORKSPACE, "admits 1 public IP range", comply=setting(WS, "hbiWorkspace", True)),
     Case("workspace-image-build-compute", setting(WS, "imageBuildCompute", ...), WORKSPACE,
@@ -195,8 +198,35 @@ CASES = [
     Case("storage-https-only", setting(STORAGE, "enableHttpsTrafficOnly", False), WORKSPACE, "plain HTTP"),
     Case("storage-minimum-tls-1-2", setting(STORAGE, "minimumTlsVersion", "TLS1_0"), WORKSPACE, "TLS1_0"),
     Case("storage-shared-key-disabled", setting(STORAGE, "allowSharedKeyAccess", True), WORKSPACE, "enabled"),
-    Case("storage-network-default-deny", setting(STORAGE, "networkRuleSet.defaultAction", "Allow"), WORKSPACE,
-         "default action is Allow"),
+    Case("storage-network-default-deny",
+         both(setting(STORAGE, "publicNetworkAccess", "Enabled"), setting(STORAGE, "networkRuleSet.defaultAction",
+                                                                           "Allow")),
+         WORKSPACE, "default action is Allow"),
+    # Azure Policy built-ins an enterprise may assign with Deny (docs/azure-policy.md).
+    Case("storage-public-network-disabled", setting(STORAGE, "publicNetworkAccess", "Enabled"), WORKSPACE,
+         "public network access is Enabled"),
+    Case("storage-sas-policy", setting(STORAGE, "sasPolicy", ...), WORKSPACE, "no SAS expiration policy"),
+    Case("storage-replication-redundant", setting(STORAGE, "sku.name", "Standard_LRS"), WORKSPACE,
+         "replication is Standard_LRS", comply=setting(STORAGE, "sku.name", "Standard_ZRS")),
+    Case("monitoring-public-access-disabled", setting(INSIGHTS, "publicNetworkAccessForQuery", "Enabled"), WORKSPACE,
+         "queried from public networks"),
+    Case("monitoring-public-ingestion-disabled", setting(LOGS, "publicNetworkAccessForIngestion", "Enabled"),
+         WORKSPACE, "accepted from public networks"),
+    Case("monitoring-local-auth-disabled", setting(INSIGHTS, "disableLocalAuth", False), WORKSPACE,
+         "instrumentation keys"),
+    Case("log-analytics-local-auth-disabled", setting(LOGS, "features.disableLocalAuth", ...), WORKSPACE,
+         "workspace keys"),
+    Case("registry-exports-disabled", setting(ACR, "policies.exportPolicy.status", "enabled"), WORKSPACE,
+         "images can be exported"),
+    Case("registry-arm-audience-tokens-disabled", setting(ACR, "policies.azureADAuthenticationAsArmPolicy", ...),
+         WORKSPACE, "azureADAuthenticationAsArmPolicy is not set"),
+    Case("registry-zone-redundant", setting(ACR, "zoneRedundancy", "Disabled"), WORKSPACE, "not zone redundant"),
+    Case("network-subnet-private", setting(SUBNET, "defaultOutboundAccess", True), "network",
+         "default outbound access", comply=setting(SUBNET, "defaultOutboundAccess", False)),
+    Case("required-tags", setting(COMPUTE, "tags", {"project": "aml-gpu-training"}, CLUSTER), CLUSTER,
+         "lacks tag(s) cost-center, environment"),
+    Case("private-dns-zones-on-existing-network", lambda b: b.drop(VNET, "mlw-gpu-dev-vnet"), WORKSPACE,
+         "and links it to"),
     Case("storage-container-private", setting(CONTAINER, "publicAccess", "Blob"), WORKSPACE, "public access is Blob"),
     Case("key-vault-purge-protection", setting(VAULT, "properties.enablePurgeProtection", False), WORKSPACE,
          "purge protection"),
@@ -410,7 +440,8 @@ def test_unknown_values_are_never_violations() -> None:
         group["inputs"]["privateEndpointName"] = "[unknown]"
     for pe in (r for r in b.resources if r["type"] == PE):
         pe["inputs"]["privateLinkServiceConnections"][0]["privateLinkServiceId"] = "[unknown]"
-    b.one(DIAG)["inputs"]["resourceUri"] = "[unknown]"
+    for setting_ in (r for r in b.resources if r["type"] == DIAG):
+        setting_["inputs"]["resourceUri"] = "[unknown]"
     assert b.evaluate().mandatory_failures == 0
 
 
