@@ -15,7 +15,7 @@ import sys
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan", "run-local", "submit", "import", "policy", "schema", "doctor")
+COMMANDS = ("plan", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 

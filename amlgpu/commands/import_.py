@@ -75,4 +75,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"Appended {len(drafts)} run(s) to {stack.file.display}: {runs}", file=sys.stderr)
     from amlgpu.commands import plan
 
-    return int(plan.run(argparse.Namespace(stack=stack.name, out=None, format="text", policy_config=None)))
+    # `amlgpu plan --stack S` with every default of its own parser.
+    parser = argparse.ArgumentParser(prog="amlgpu")
+    plan.register(parser.add_subparsers())
+    plan_args = parser.parse_args(["plan", "--stack", stack.name])
+    return int(plan_args.func(plan_args))
