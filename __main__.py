@@ -11,7 +11,9 @@ import pulumi
 import pulumi_azure_native.authorization as authorization
 
 from infra.access import ClusterAccess, ClusterAccessArgs
-from infra.environment import Environment, EnvironmentArgs, build_container
+from infra.azure import UNKNOWN_SUBSCRIPTION, principal_type
+from infra.build_context import BuildContexts, BuildContextsArgs
+from infra.environment import Environment, EnvironmentArgs
 from infra.gpu_cluster import ComputePlacement, GpuCluster, ImageBuilder
 from infra.network import Network, NetworkArgs
 from infra.private_link import PrivateLinks, PrivateLinksArgs, PrivateTarget
@@ -31,8 +33,16 @@ except ConfigError as err:
 
 
 client = authorization.get_client_config()
+mismatch = (
+    config.subscription_mismatch(client.subscription_id) if client.subscription_id != UNKNOWN_SUBSCRIPTION else None
+)
+if mismatch:
+    # The ids the workspace needs in its own subscription, against the one `pulumi up` deploys to.
+    raise pulumi.RunError(str(ConfigError(mismatch[1], file=f"Pulumi.{pulumi.get_stack()}.yaml",
+                                          key=f"{NAMESPACE}:{mismatch[0]}")))
 location = config.workspace_location
-tags = {"project": NAMESPACE, "stack": pulumi.get_stack(), "managed-by": "pulumi"}
+# The workspace's tags (e.g. a required cost-center) go on every taggable resource of the stack.
+tags = {"project": NAMESPACE, "stack": pulumi.get_stack(), "managed-by": "pulumi", **config.workspace.tags}
 private = config.workspace.public_network_access == "Disabled"
 
 workspace = Workspace(
@@ -41,6 +51,7 @@ workspace = Workspace(
         config=config.workspace,
         location=location,
         tenant_id=client.tenant_id,
+        subscription_id=client.subscription_id,
         operator_ip_ranges=tuple(config.network.operator_ip_ranges),
         tags=tags,
     ),
@@ -63,6 +74,7 @@ PrivateLinks(
         location=location,
         subnet_id=network.subnet_id,
         virtual_network_id=network.virtual_network_id,
+        existing_zone_ids=config.network.private_dns_zone_ids,
         targets=(
             PrivateTarget("workspace", workspace.workspace.id, "amlworkspace"),
             PrivateTarget("storage-blob", workspace.storage_account.id, "blob"),
@@ -98,14 +110,24 @@ for name in sorted(system_assigned):
             workspace_name=config.workspace.name,
             principal_id=clusters[name].principal_id,
             subscription_id=client.subscription_id,
-            registry_id=workspace.registry.id,
             storage_account_id=workspace.storage_account.id,
         ),
         opts=pulumi.ResourceOptions(parent=clusters[name]),
     )
 
 contexts = (
-    build_container(workspace.storage_account.name, workspace.resource_group_name, workspace)
+    BuildContexts(
+        "build-contexts",
+        BuildContextsArgs(
+            workspace_name=config.workspace.name,
+            account_name=workspace.storage_account.name,
+            resource_group_name=workspace.resource_group_name,
+            subscription_id=client.subscription_id,
+            deployer_object_id=client.object_id,
+            deployer_principal_type=principal_type(client.client_id, config.workspace.deployer_principal_type),
+        ),
+        parent=workspace,
+    )
     if any(e.build for e in config.environments)
     else None
 )
@@ -117,8 +139,7 @@ environments = {
             root=ROOT,
             workspace_name=workspace.workspace_name,
             resource_group_name=workspace.resource_group_name,
-            storage_account_name=workspace.storage_account.name,
-            build_container_name=contexts.name if contexts else "",
+            contexts=contexts,
         ),
         # A private workspace builds images on its image-build cluster: it must exist first.
         opts=pulumi.ResourceOptions(depends_on=[builder]) if builder is not None and e.build else None,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from amlgpu.plan import Plan
-from tests.conftest import only
+from tests.conftest import NS, only
+
+UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
 
 WS = "azure-native:machinelearningservices:Workspace"
 COMPUTE = "azure-native:machinelearningservices:Compute"
@@ -87,42 +92,49 @@ def test_nsg_denies_inbound_internet(dev_plan: Plan) -> None:
     assert deny and deny[0]["sourceAddressPrefix"] == "Internet"
 
 
-def test_workspace_logs_go_to_log_analytics(dev_plan: Plan) -> None:
-    setting = only(dev_plan, "azure-native:monitor:DiagnosticSetting")["inputs"]
-    assert setting["resourceUri"].endswith("/workspaces/mlw-gpu-dev")
+@pytest.mark.parametrize(
+    ("name", "resource"),
+    [("mlw-gpu-dev-diagnostics", "/workspaces/mlw-gpu-dev"), ("mlw-gpu-dev-kv-diagnostics", "/vaults/kv-mlw-gpu-dev-"),
+     ("mlw-gpu-dev-blob-diagnostics", "/blobServices/default")],
+)
+def test_workspace_vault_and_blob_logs_go_to_log_analytics(dev_plan: Plan, name: str, resource: str) -> None:
+    setting = only(dev_plan, "azure-native:monitor:DiagnosticSetting", name)["inputs"]
+    assert resource in setting["resourceUri"]
     assert "/Microsoft.OperationalInsights/workspaces/" in setting["workspaceId"]
     assert setting["logs"][0]["categoryGroup"] == "allLogs"
 
 
-def test_cluster_identities_get_exactly_pull_and_storage_roles(dev_plan: Plan) -> None:
-    compute_principal = {
-        r.inputs["computeName"]: r for r in dev_plan.by_type(COMPUTE)
-    }
+def test_cluster_identities_get_exactly_the_storage_data_role(dev_plan: Plan) -> None:
     assignments = [
         r for r in dev_plan.by_type("azure-native:authorization:RoleAssignment") if r.parent == "gpu-a100-access"
     ]
-    roles = sorted(a.inputs["roleDefinitionId"].rsplit("/", 1)[-1] for a in assignments)
-    assert roles == sorted(["7f951dda-4ed3-4680-a7ca-43fe172d538d", "ba92f5b4-2d11-453d-a403-e96b0029c9fe"])
+    # AcrPull on the workspace registry is granted by Azure ML itself (infra/access.py).
+    roles = [a.inputs["roleDefinitionId"].rsplit("/", 1)[-1] for a in assignments]
+    assert roles == ["ba92f5b4-2d11-453d-a403-e96b0029c9fe"]
     assert all(a.inputs["principalType"] == "ServicePrincipal" for a in assignments)
-    assert "gpu-a100" in compute_principal
     # Role assignment names are GUIDs derived from the names, so re-running never duplicates them.
-    assert len({a.inputs["roleAssignmentName"] for a in assignments}) == 2
+    assert len({a.inputs["roleAssignmentName"] for a in assignments}) == 1
 
 
 def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
-    blob = only(dev_plan, "azure-native:storage:Blob")["inputs"]
-    assert blob["containerName"] == "environment-builds"
-    assert blob["blobName"] == "tf-gpu/1/Dockerfile"
-    assert blob["source"]["asset"].endswith("environments/tensorflow/Dockerfile")
+    uploads = {u.inputs["source"]: u.inputs for u in dev_plan.by_type(UPLOAD)}
+    assert sorted(uploads) == ["environments/horovod", "environments/tensorflow"]
+    upload = uploads["environments/tensorflow"]
+    assert upload["containerName"] == "environment-builds"
+    assert upload["prefix"].startswith("tf-gpu/1/") and list(upload["files"]) == ["Dockerfile"]
     version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "tf-gpu-1")["inputs"]
     build = version["properties"]["build"]
-    assert build["contextUri"].endswith(".blob.core.windows.net/environment-builds/tf-gpu/1/")
+    assert build["contextUri"].endswith(f".blob.core.windows.net/environment-builds/{upload['prefix']}")
     assert build["dockerfilePath"] == "Dockerfile"
 
 
-def test_environment_versions_are_pinned_and_carry_their_conda_file(dev_plan: Plan) -> None:
-    version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
+def test_environment_versions_are_pinned_and_carry_their_conda_file(plan_variant: Any, tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "conda.yaml").write_text("name: extra\ndependencies:\n  - pip:\n      - mpi4py==4.1.1\n")
+    plan = plan_variant(lambda c: c[f"{NS}:environments"][0].update(conda_file="conda.yaml"))
+    version = only(plan, "azure-native:machinelearningservices:EnvironmentVersion", "acpt-pytorch-1")["inputs"]
     assert version["version"] == "1"
-    assert "horovod[pytorch]" in version["properties"]["condaFile"]
+    assert "mpi4py==4.1.1" in version["properties"]["condaFile"]
+    version = only(plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
     provides = version["properties"]["tags"]["provides"].split(",")
     assert provides == sorted(provides)
