@@ -80,7 +80,9 @@ def plan_tree(result: Any, out: str) -> str:
             lines.append(
                 f"  {run.name:<28} {dist['type']:<10} {run.instance_count} node(s) x {run.processes_per_node} "
                 f"process(es) on {run.cluster.name}, launcher {run.launcher}"
+                + (f" (from {run.launcher_script})" if run.launcher_script else "")
             )
+            lines += [f"    added by the project: {note}" for note in run.defaults]
     report = result.report
     protected = sum(1 for r in resources if r.get("options", {}).get("protect"))
     custom = sum(1 for r in resources if not r["type"].startswith("aml-gpu-training:"))

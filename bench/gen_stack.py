@@ -105,8 +105,9 @@ _ENVIRONMENTS: tuple[tuple[str, dict[str, Any]], ...] = (
                      "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18",
                      "provides": ["cuda", "nccl", "mpi", "pytorch", "transformers", "accelerate", "deepspeed",
                                   "infiniband"]}),
-    ("pytorch", {"name": "acpt-pytorch-next", "version": "21",
-                 "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.3-cuda12.1:21"}),
+    # acpt-pytorch-2.8-cuda12.6 version 15: released 2026-07-23 (azureml-assets release tags).
+    ("pytorch", {"name": "acpt-pytorch-next", "version": "15",
+                 "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.8-cuda12.6:15"}),
     ("mpi", {"name": "openmpi-cuda", "version": "1",
              "image": "mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04:20240701.v1"}),
 )

@@ -1,7 +1,8 @@
 """``docs/policies.md``: the rule reference, generated from the rules' own metadata.
 
-Generated, never edited by hand: ``amlgpu policy docs`` rewrites it, and a test fails when it is
-out of date with the rules.
+Generated, except one hand-written section: ``amlgpu policy docs`` rewrites the page, and a test fails
+when it is out of date with the rules. The text between :data:`KEPT_BEGIN` and :data:`KEPT_END` in the
+page (measurements, reviewed reasoning) is written by people and carried over unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +14,20 @@ from policies.rule import Rule
 
 DOCS_PATH = Path("docs") / "policies.md"
 """Where the page lives, relative to the project root."""
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+KEPT_BEGIN = "<!-- hand-written: kept as it is by `amlgpu policy docs` -->"
+KEPT_END = "<!-- end of hand-written section -->"
+
+
+def kept_section(page: str | None = None) -> str:
+    """The hand-written section of the page (markers included), or an empty one."""
+    if page is None:
+        path = PROJECT_ROOT / DOCS_PATH
+        page = path.read_text(encoding="utf-8") if path.is_file() else ""
+    start, end = page.find(KEPT_BEGIN), page.find(KEPT_END)
+    if start < 0 or end < start:
+        return f"{KEPT_BEGIN}\n{KEPT_END}"
+    return page[start:end + len(KEPT_END)]
 
 _FAMILY_TITLES = {
     "workspace": "Workspace",
@@ -45,7 +60,8 @@ def _section(rule: Rule) -> list[str]:
         "",
         f"**{rule.title}.**",
         "",
-        f"- **Severity**: {rule.severity}; **default enforcement**: {rule.enforcement}",
+        f"- **Severity**: {rule.severity}; **default enforcement**: {rule.enforcement}"
+        + ("; **hygiene** (mandatory under the strict profile)" if rule.hygiene else ""),
         f"- **Applies to**: {rule.applies_to}",
         *_parameters(rule),
         f"- **Why**: {rule.rationale}",
@@ -55,8 +71,8 @@ def _section(rule: Rule) -> list[str]:
     ]
 
 
-def render() -> str:
-    """The whole page."""
+def render(page: str | None = None) -> str:
+    """The whole page; the hand-written section is taken from ``page`` (default: the page in the project)."""
     mandatory = sum(1 for r in RULES if r.enforcement == "mandatory")
     lines = [
         "# Policy rules",
@@ -73,13 +89,25 @@ def render() -> str:
         "- **Waivers**: a stack excuses one rule for one declared resource or run under "
         "`aml-gpu-training:waivers` with `rule`, `resource` (its declared name), `reason` and an optional "
         "`expires` date. Waived findings are still reported and counted; expired waivers stop applying.",
+        "- **Profiles**: hygiene rules (marked *hygiene* below) are advisory by default: they are good practice, "
+        "not a promise that the run fails, wastes GPUs or is insecure. `{\"profile\": \"strict\"}` in the pack "
+        "config makes them mandatory (the file `policies/strict.json`; the prod gate uses it: "
+        "`amlgpu plan --stack prod --policy-config policies/strict.json`). A rule's own entry wins over `all`, "
+        "and both over the profile.",
+        "- **Unknown is not missing**: what an environment contains comes from an evidence table "
+        "(`infra/environment-capabilities.yaml`, with its sources), the build context's `FROM` and install lines "
+        "and the declared `provides`. A capability rule blocks only what is known to be absent; what cannot be "
+        "seen is reported by the advisory `run-environment-capability-unknown`.",
         "- **Azure Policy**: which of Azure's built-in policy definitions (an organisation may assign them with "
         "Deny) the stack meets by default, which are stack settings and which rule checks each: "
         "[azure-policy.md](azure-policy.md).",
         "",
-        "| Rule | Severity | Default | Applies to |",
-        "|---|---|---|---|",
-        *(f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.enforcement} | {r.applies_to} |" for r in RULES),
+        kept_section(page),
+        "",
+        "| Rule | Severity | Default | Strict | Applies to |",
+        "|---|---|---|---|---|",
+        *(f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.enforcement}{' (hygiene)' if r.hygiene else ''} | "
+          f"{'mandatory' if r.hygiene else r.enforcement} | {r.applies_to} |" for r in RULES),
         "",
     ]
     for module in FAMILIES:

@@ -6,8 +6,13 @@ The same dict drives both gates::
       "all": {"enforcementLevel": "advisory"},                     # optional, every rule
       "compute-max-nodes": {"enforcementLevel": "mandatory", "max_nodes_per_cluster": 16},
       "compute-allowed-sizes": {"allowed_sizes": ["Standard_ND96isr_H100_v5"]},
-      "run-tensorflow-parameter-servers": "disabled"               # a bare level is accepted too
+      "run-tensorflow-parameter-servers": "disabled",              # a bare level is accepted too
+      "profile": "strict"                                          # optional: hygiene rules mandatory
     }
+
+Profiles (``"profile"``): ``default`` leaves every rule at its own level; ``strict`` makes every
+hygiene rule (no timeout, unpinned environments and images, tags without digest, small /dev/shm)
+mandatory. A rule's own entry wins, then ``all``, then the profile.
 
 CrossGuard reads it from ``pulumi preview --policy-pack policies --policy-pack-config FILE``; the
 offline gate from a JSON file the caller names (:func:`load`). A rule id or parameter the pack
@@ -30,6 +35,10 @@ from policies.rule import ENFORCEMENTS, Enforcement, Rule
 
 LEVEL_KEY = "enforcementLevel"
 ALL = "all"
+PROFILE = "profile"
+PROFILES = ("default", "strict")
+STRICT_CONFIG = Path(__file__).with_name("strict.json")
+"""The shipped pack config of the strict profile (the prod stack's gate uses it)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,9 @@ def resolve(pack_config: Mapping[str, Any] | None, *, source: str = "policy pack
     unknown parameter, a bad level or a value of the wrong type.
     """
     config = dict(pack_config or {})
+    profile = config.pop(PROFILE, "default")
+    if profile not in PROFILES:
+        raise ConfigError(f"profile {profile!r} is not one of {', '.join(PROFILES)}", file=source, key=PROFILE)
     for key in config:
         if key != ALL and key not in BY_ID:
             close = difflib.get_close_matches(key, list(BY_ID), n=1)
@@ -98,7 +110,8 @@ def resolve(pack_config: Mapping[str, Any] | None, *, source: str = "policy pack
     out = {}
     for rule_id, rule in BY_ID.items():
         level, params = _entry(config[rule_id], source, rule_id) if rule_id in config else (None, {})
-        out[rule_id] = RuleSettings(level or every_level or rule.enforcement, parameters(rule, params, source=source))
+        default: Enforcement = "mandatory" if profile == "strict" and rule.hygiene else rule.enforcement
+        out[rule_id] = RuleSettings(level or every_level or default, parameters(rule, params, source=source))
     return out
 
 

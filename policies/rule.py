@@ -75,12 +75,17 @@ class Rule:
     """Where the fix usually goes, below the subject's entry in the stack file (for locations)."""
     parameters: Mapping[str, Any] = field(default_factory=dict)
     """Configurable parameters and their defaults, read from the check's keyword-only arguments."""
+    hygiene: bool = False
+    """Good practice rather than a promise that the run fails, wastes GPUs or is insecure: advisory by
+    default, mandatory under the ``strict`` profile (see :mod:`policies.packconfig`)."""
 
     def __post_init__(self) -> None:
         if not RULE_ID.match(self.id):
             raise ValueError(f"rule id {self.id!r} is not kebab-case")
         if self.enforcement == "disabled":
             raise ValueError(f"rule {self.id}: a rule's default enforcement is mandatory or advisory")
+        if self.hygiene and self.enforcement != "advisory":
+            raise ValueError(f"rule {self.id}: a hygiene rule is advisory by default (strict makes it mandatory)")
         if self.kind == "resource" and not self.resource_types:
             raise ValueError(f"resource rule {self.id} names no resource type")
 
@@ -153,10 +158,11 @@ def resource_rule(
     remediation: str,
     reference: str,
     config_key: tuple[str, ...] = (),
+    hygiene: bool = False,
 ) -> Callable[[Callable[..., list[str]]], Rule]:
     """Declare ``check(resource, **params) -> list[str]`` as a rule over resources of ``types``."""
     meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
-                remediation=remediation, reference=reference, config_key=config_key)
+                remediation=remediation, reference=reference, config_key=config_key, hygiene=hygiene)
     return _make("resource", tuple(types), meta)
 
 
@@ -170,10 +176,11 @@ def run_rule(
     remediation: str,
     reference: str,
     config_key: tuple[str, ...] = (),
+    hygiene: bool = False,
 ) -> Callable[[Callable[..., list[str]]], Rule]:
     """Declare ``check(run: ResolvedRun, **params) -> list[str]`` as a rule over declared runs."""
     meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
-                remediation=remediation, reference=reference, config_key=config_key)
+                remediation=remediation, reference=reference, config_key=config_key, hygiene=hygiene)
     return _make("run", (), meta)
 
 
@@ -187,8 +194,9 @@ def stack_rule(
     remediation: str,
     reference: str,
     config_key: tuple[str, ...] = (),
+    hygiene: bool = False,
 ) -> Callable[[Callable[..., list[Violation]]], Rule]:
     """Declare ``check(stack: Stack, **params) -> list[Violation]`` as a cross-resource rule."""
     meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
-                remediation=remediation, reference=reference, config_key=config_key)
+                remediation=remediation, reference=reference, config_key=config_key, hygiene=hygiene)
     return _make("stack", (), meta)

@@ -159,3 +159,17 @@ def test_plan_notes_the_defaults_the_project_added(root: Path) -> None:
     run, _ = _render_and_reload(root, resources={"shm_size": "64g"}, distribution={
         "type": "pytorch", "process_count_per_instance": 8})
     assert run.defaults == ()
+
+
+def test_plan_output_lists_the_added_defaults_per_run(root: Path) -> None:
+    from types import SimpleNamespace
+
+    from amlgpu.render import plan_tree
+
+    config = stack(root, [declared()])
+    run = resolve_run(config.jobs[0], config, root)
+    report = SimpleNamespace(mandatory_failures=0, advisory_failures=0, waived=0)
+    result = SimpleNamespace(resources=[], plan=SimpleNamespace(resources=[]), stack=SimpleNamespace(
+        name="test", config=config), runs=[run], report=report, job_files={})
+    text = plan_tree(result, "build/test")
+    assert "    added by the project: resources.shm_size: 32g (Azure ML's own default is 2g)" in text

@@ -30,31 +30,32 @@ TODAY = dt.date(2026, 6, 1)
 
 _RUNS: list[dict[str, Any]] = [
     {
-        "name": "ddp-per-process", "code": "jobs/workloads", "command": "python train.py --epochs 2",
+        "name": "ddp-per-process", "code": "jobs/workloads", "command": "python train_ddp.py --epochs 2",
         "environment": "acpt-pytorch", "compute": "gpu-a100", "resources": {"instance_count": 2},
         "distribution": {"type": "pytorch", "process_count_per_instance": 8}, "limits": {"timeout": 7200},
     },
     {
         "name": "torchrun-per-node", "code": "jobs/workloads",
         "command": "torchrun --nproc_per_node 8 --nnodes 2 --node_rank $NODE_RANK --master_addr $MASTER_ADDR "
-                   "--master_port $MASTER_PORT train.py",
+                   "--master_port $MASTER_PORT train_ddp.py",
         "environment": "acpt-pytorch", "compute": "gpu-a100", "resources": {"instance_count": 2},
         "distribution": {"type": "pytorch", "process_count_per_instance": 1},
         "environment_variables": {"NCCL_IB_PCI_RELAXED_ORDERING": "1", "OMPI_MCA_btl_tcp_if_include": "eth0"},
         "limits": {"timeout": 7200},
     },
     {
-        "name": "horovod-mpi", "code": "jobs/workloads", "command": "python train_horovod.py",
+        "name": "horovod-mpi", "code": "jobs/workloads", "command": "python horovod_mnist.py",
         "environment": "horovod", "compute": "gpu-a100", "resources": {"instance_count": 2},
         "distribution": {"type": "mpi", "process_count_per_instance": 8}, "limits": {"timeout": 7200},
     },
     {
-        "name": "deepspeed-per-process", "code": "jobs/workloads", "command": "python train.py --deepspeed ds.json",
+        "name": "deepspeed-per-process", "code": "jobs/workloads",
+        "command": "python deepspeed_train.py --deepspeed ds_config.json",
         "environment": "acpt-pytorch", "compute": "gpu-a100", "resources": {"instance_count": 2, "shm_size": "64g"},
         "distribution": {"type": "pytorch", "process_count_per_instance": 8}, "limits": {"timeout": 7200},
     },
     {
-        "name": "tf-multiworker", "code": "jobs/workloads", "command": "python train_tf.py",
+        "name": "tf-multiworker", "code": "jobs/workloads", "command": "python tf_mnist_multiworker.py",
         "environment": "tf-gpu", "compute": "gpu-a100", "resources": {"instance_count": 2},
         "distribution": {"type": "tensorflow", "worker_count": 2}, "limits": {"timeout": 7200},
     },

@@ -100,10 +100,34 @@ def drop(token: str, name: str) -> Mutation:
     return lambda b: b.drop(token, name)
 
 
-def without_capability(run: str, capability: str) -> Mutation:
+def without_capability(run: str, capability: str, *, known: bool = True) -> Mutation:
+    """The run's environment without ``capability``: known to lack it, or (``known=False``) unknown."""
     def mutate(b: Baseline) -> None:
-        caps = b.run(run)["environment"]["capabilities"]
-        caps.remove(capability)
+        env = b.run(run)["environment"]
+        if capability in env["capabilities"]:
+            env["capabilities"].remove(capability)
+        if known:
+            env.setdefault("absent", []).append(capability)
+
+    return mutate
+
+
+def every_run(key: str, value: Any) -> Mutation:
+    """Set a fact of every run (the baseline's synthetic code folder lacks its scripts, say)."""
+    def mutate(b: Baseline) -> None:
+        for r in b.resources:
+            if r["type"] == RUN_TYPE:
+                r["inputs"][key] = value
+
+    return mutate
+
+
+def with_capability_everywhere(capability: str) -> Mutation:
+    def mutate(b: Baseline) -> None:
+        for r in b.resources:
+            if r["type"] == RUN_TYPE:
+                env = r["inputs"]["environment"]
+                env["capabilities"] = sorted({*env["capabilities"], capability})
 
     return mutate
 
@@ -299,13 +323,23 @@ CASES = [
     Case("run-launcher-variables-overridden",
          run_setting("torchrun-per-node", "spec.environment_variables.MASTER_PORT", "29500"), "torchrun-per-node",
          "sets MASTER_PORT"),
-    Case("run-mpi-environment", without_capability("horovod-mpi", "mpi"), "horovod-mpi", "not known to provide MPI"),
+    Case("run-mpi-environment", without_capability("horovod-mpi", "mpi"), "horovod-mpi", "known not to provide MPI"),
     Case("run-horovod-environment", without_capability("horovod-mpi", "horovod"), "horovod-mpi",
-         "not known to provide it"),
+         "known not to provide it"),
     Case("run-deepspeed-environment", without_capability("deepspeed-per-process", "deepspeed"),
          "deepspeed-per-process", "uses DeepSpeed"),
     Case("run-environment-infiniband", without_capability("ddp-per-process", "infiniband"), "ddp-per-process",
-         "InfiniBand libraries"),
+         "known not to provide InfiniBand libraries"),
+    Case("run-environment-capability-unknown", without_capability("deepspeed-per-process", "deepspeed", known=False),
+         "deepspeed-per-process", "DeepSpeed needs deepspeed; whether environment",
+         comply=with_capability_everywhere("infiniband")),
+    Case("run-secrets-in-command",
+         run_setting("torchrun-per-node", "spec.command",
+                     "torchrun --nproc_per_node 8 train.py --hf-token " + HF_TOKEN),
+         "torchrun-per-node", "command argument --hf-token (holds a Hugging Face token)"),
+    Case("run-entry-script-exists", run_setting("ddp-per-process", "missing_scripts", ["third_party/train.py"]),
+         "ddp-per-process", "runs third_party/train.py, which is not in code folder",
+         comply=every_run("missing_scripts", [])),
     Case("run-gpu-vendor-environment",
          on_cluster("ddp-per-process", "Standard_ND96isr_MI300X_v5", 8, rdma=True, sriov=True, vendor="amd"),
          "ddp-per-process", "has AMD GPUs"),
@@ -330,7 +364,8 @@ CASES = [
               run_setting("tf-multiworker", "spec.distribution.parameter_server_count", 1)),
          "tf-multiworker", "uses 1 parameter server"),
     Case("run-tensorflow-task-names",
-         run_setting("tf-multiworker", "spec.command", "python train_tf.py --task_type master"), "tf-multiworker",
+         run_setting("tf-multiworker", "spec.command", "python tf_mnist_multiworker.py --task_type master"),
+         "tf-multiworker",
          "'master'"),
     Case("run-cluster-matches-plan", run_setting("ddp-per-process", "cluster.max_instances", 4), "ddp-per-process",
          "resolved against max nodes 4"),
@@ -401,6 +436,9 @@ def test_secret_values_never_appear_in_findings() -> None:
 @pytest.mark.parametrize(("name", "value", "flagged"), [
     ("TOKENIZERS_PARALLELISM", "false", False),
     ("WANDB_API_KEY", "0123456789abcdef", True),
+    ("AZUREML_SSH_KEY", "generated-key", False),  # a file name (azureml-examples' DeepSpeed autotuning job)
+    ("WANDB_API_KEY", "wandb-key-file.txt", False),
+    ("MODEL", "hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7", True),  # by value, whatever the name
     ("WANDB_API_KEY", "${{inputs.key}}", False),
     ("DB_PASSWORD", "hunter2", True),
     ("STORAGE", "DefaultEndpointsProtocol=https;AccountKey=" + "A" * 86 + "==", True),
@@ -425,7 +463,7 @@ def test_infiniband_switches(variable: str, value: str) -> None:
 
 def test_infiniband_switch_in_the_command_is_caught() -> None:
     b = baseline()
-    run_setting("ddp-per-process", "spec.command", "export NCCL_IB_DISABLE=1; python train.py")(b)
+    run_setting("ddp-per-process", "spec.command", "export NCCL_IB_DISABLE=1; python train_ddp.py")(b)
     found = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
     assert [f.message for f in found] == ["NCCL_IB_DISABLE=1 (in the command) turns InfiniBand off on "
                                           "Standard_ND96asr_v4"]
@@ -464,12 +502,13 @@ def _seed_run(name: str, command: str, compute: str, procs: int, nodes: int = 1)
 
 SEED_RUNS = [
     # azureml-examples' DeepSpeed job: the deepspeed launcher, with Azure ML also starting one process per GPU.
-    (_seed_run("ds-under-per-process", "deepspeed --num_gpus 4 train.py --deepspeed ds.json", "v100-ib", 4),
+    (_seed_run("ds-under-per-process", "deepspeed --num_gpus 4 train_ddp.py --deepspeed ds.json", "v100-ib", 4),
      "run-launcher-on-per-process-launch"),
-    (_seed_run("two-per-node", "python train.py", "v100-ib", 2), "run-gpus-left-idle"),
-    (_seed_run("multi-node-nc24s", "python train.py", "v100-eth", 4, nodes=2), "run-multi-node-without-infiniband"),
-    (_seed_run("multi-node-nc96ads", "python train.py", "a100-pcie", 4, nodes=2), "run-multi-node-without-infiniband"),
-    (_seed_run("multi-node-nc24r", "python train.py", "k80-rdma", 4, nodes=2), "run-multi-node-rdma-without-sriov"),
+    (_seed_run("two-per-node", "python train_ddp.py", "v100-ib", 2), "run-gpus-left-idle"),
+    (_seed_run("multi-node-nc24s", "python train_ddp.py", "v100-eth", 4, nodes=2), "run-multi-node-without-infiniband"),
+    (_seed_run("multi-node-nc96ads", "python train_ddp.py", "a100-pcie", 4, nodes=2),
+     "run-multi-node-without-infiniband"),
+    (_seed_run("multi-node-nc24r", "python train_ddp.py", "k80-rdma", 4, nodes=2), "run-multi-node-rdma-without-sriov"),
 ]
 
 
@@ -487,6 +526,6 @@ def test_seed_examples_wrong_for_their_cluster_are_caught(plan_variant: Any) -> 
     values = {k.split(":", 1)[1]: v for k, v in stack_file.items() if k.startswith("aml-gpu-training:")}
     config = build(values, location="westeurope", file="Pulumi.test.yaml", root=ROOT)
     report = evaluate(resources, runs, config, today=TODAY)
-    found = {(f.rule.id, f.owner.name) for f in report.findings if f.enforcement == "mandatory"}
+    found = {(f.rule.id, f.owner.name) for f in report.findings if f.enforcement == f.rule.enforcement}
     for run, rule in SEED_RUNS:
         assert (rule, run["name"]) in found, f"{run['name']}: {sorted(found)}"

@@ -22,8 +22,9 @@ def image_tag(image: str) -> str | None:
     id="environment-image-pinned",
     types=[ENVIRONMENT_VERSION],
     title="Environment images are pinned to a tag or digest, never latest",
-    severity="high",
-    enforcement="mandatory",
+    severity="medium",
+    enforcement="advisory",
+    hygiene=True,
     rationale="An environment version is immutable in Azure ML, but an untagged or ':latest' base image is "
     "not: the same version silently changes CUDA, NCCL or PyTorch between runs and between nodes.",
     remediation="Reference the image with an explicit version tag or an @sha256 digest.",

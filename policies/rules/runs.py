@@ -12,11 +12,20 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from infra.model import image_pinned
 from jobs.emulate.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
-from jobs.launchers import DEEPSPEED, HOROVOD, PER_NODE_LAUNCHERS, TORCH_DISTRIBUTED_LAUNCH, TORCHRUN
+from jobs.launchers import (
+    DEEPSPEED,
+    HOROVOD,
+    PER_GPU_LAUNCHERS,
+    PER_NODE_LAUNCHERS,
+    TORCH_DISTRIBUTED_LAUNCH,
+    TORCHRUN,
+    command_scripts,
+)
 from jobs.resolved import ResolvedRun
 from policies.rule import Violation, run_rule, stack_rule
-from policies.secrets import secret_variables
+from policies.secrets import secret_variables, secrets_in_definition
 from policies.stack import Owner, Stack
 from policies.wire import get, inputs, known, same
 
@@ -53,7 +62,25 @@ def _env_label(run: ResolvedRun) -> str:
 
 
 def _missing(run: ResolvedRun, capability: str) -> bool:
-    return capability not in run.environment.capabilities
+    """The environment is *known* to lack ``capability`` (unknown is not missing: see
+    ``run-environment-capability-unknown``)."""
+    return run.environment.state(capability) == "absent"
+
+
+def _needed(run: ResolvedRun) -> list[tuple[str, str]]:
+    """(capability, why) for what the run needs from its environment."""
+    needs: list[tuple[str, str]] = []
+    if run.distribution["type"] == "mpi":
+        needs.append(("mpi", "distribution mpi"))
+    if _uses(run, HOROVOD, r"\bhorovod|\bhvd\b"):
+        needs.append(("horovod", "Horovod"))
+    if _uses(run, DEEPSPEED, r"\bdeepspeed\b"):
+        needs.append(("deepspeed", "DeepSpeed"))
+        if run.distribution["type"] == "mpi":
+            needs.append(("mpi4py", "DeepSpeed under MPI"))
+    if run.instance_count > 1 and run.cluster.infiniband:
+        needs.append(("infiniband", f"{run.instance_count} nodes on InfiniBand"))
+    return needs
 
 
 def _declare_hint(run: ResolvedRun, capability: str) -> str:
@@ -109,14 +136,26 @@ def run_processes_exceed_gpus(run: ResolvedRun) -> list[str]:
     return [f"{who} {procs} processes per node on {run.cluster.size}, which has {run.cluster.gpus} GPU(s)"]
 
 
+def _one_gpu_per_process(run: ResolvedRun) -> bool:
+    """Whether each process is known to drive one GPU: a per-node launcher with a known count, or Python
+    training scripts started per process. A shell script, a health check (``nvidia-smi``, NCCL tests) or a
+    command that only echoes may use the node as it likes: unknown, so not a finding."""
+    if run.launcher in PER_NODE_LAUNCHERS:
+        return run.launcher_script is None
+    scripts = command_scripts(str(run.spec.get("command", "")))
+    return run.launcher in PER_GPU_LAUNCHERS and bool(scripts) and all(kind == "python" for kind, _ in scripts)
+
+
 @run_rule(
     id="run-gpus-left-idle",
     title="A node runs one GPU process per GPU",
     severity="high",
     enforcement="mandatory",
     rationale="Fewer processes than GPUs leaves the rest of a reserved (and billed) GPU node idle, e.g. two "
-    "processes per node on a four-GPU node. A run that drives several GPUs from one process on purpose "
-    "(model parallelism) is waived, with the reason.",
+    "processes per node on a four-GPU node. Judged only when the launch is known to drive one GPU per process "
+    "(Python scripts started per process, a per-node launcher with a count): a shell script, a health check or "
+    "a command that only echoes is not. A run that drives several GPUs from one process on purpose (model "
+    "parallelism) is waived, with the reason.",
     remediation="Set process_count_per_instance (per-process launch) or the per-node launcher's process count "
     "to the node's GPUs, or pick a size with fewer GPUs.",
     reference=DISTRIBUTED_GUIDE,
@@ -124,7 +163,7 @@ def run_processes_exceed_gpus(run: ResolvedRun) -> list[str]:
 )
 def run_gpus_left_idle(run: ResolvedRun) -> list[str]:
     procs = _gpu_processes_per_node(run)
-    if procs is None or procs >= run.cluster.gpus:
+    if procs is None or procs >= run.cluster.gpus or not _one_gpu_per_process(run):
         return []
     return [f"{procs} GPU process(es) per node on {run.cluster.size}: {run.cluster.gpus - procs} of "
             f"{run.cluster.gpus} GPUs stay idle"]
@@ -136,7 +175,8 @@ def run_gpus_left_idle(run: ResolvedRun) -> list[str]:
     severity="critical",
     enforcement="mandatory",
     rationale="torchrun, torch.distributed.launch, Lightning, accelerate and the deepspeed CLI start the GPU "
-    "processes themselves. Started by Azure ML once per GPU, each copy starts its own set: processes multiply, "
+    "processes themselves, whether the command names them or a shell script of the code folder does. Started "
+    "by Azure ML once per GPU, each copy starts its own set: processes multiply, "
     "ranks collide and the run fails ('Duplicate GPU detected') or hangs at rendezvous.",
     remediation="Set distribution.process_count_per_instance: 1 and let the launcher start one process per "
     "GPU, or drop the launcher and let Azure ML start the processes.",
@@ -146,7 +186,8 @@ def run_gpus_left_idle(run: ResolvedRun) -> list[str]:
 def run_launcher_on_per_process_launch(run: ResolvedRun) -> list[str]:
     if run.launcher not in PER_NODE_LAUNCHERS or run.processes_per_node <= 1:
         return []
-    return [f"the {run.launcher} launcher is started {run.processes_per_node} times per node "
+    via = f" (from {run.launcher_script})" if run.launcher_script else ""
+    return [f"the {run.launcher} launcher{via} is started {run.processes_per_node} times per node "
             f"(process_count_per_instance {run.processes_per_node}); each copy starts its own GPU processes"]
 
 
@@ -171,11 +212,11 @@ def run_instance_count_exceeds_max_nodes(run: ResolvedRun) -> list[str]:
 @run_rule(
     id="run-multi-node-without-infiniband",
     title="Multi-node runs use an InfiniBand size",
-    severity="high",
-    enforcement="mandatory",
+    severity="medium",
+    enforcement="advisory",
     rationale="Without InfiniBand, gradients cross nodes over Ethernet: all-reduce is 10-30x slower and "
-    "multi-node GPUs mostly wait (Standard_NC24s_v3, Standard_NC96ads_A100_v4 and other sizes without "
-    "an 'r').",
+    "multi-node GPUs of a large model mostly wait (Standard_NC24s_v3, Standard_NC96ads_A100_v4 and other sizes "
+    "without an 'r'). Advisory: a small model (the CIFAR and MNIST examples) trains fine over Ethernet.",
     remediation="Run multi-node jobs on an RDMA size with SR-IOV (e.g. Standard_ND96asr_v4, "
     "Standard_ND96isr_H100_v5), or run on one node.",
     reference=DISTRIBUTED_GUIDE + "#accelerate-distributed-gpu-training-with-infiniband",
@@ -284,7 +325,7 @@ def run_launcher_variables_overridden(run: ResolvedRun) -> list[str]:
 def run_mpi_environment(run: ResolvedRun) -> list[str]:
     if run.distribution["type"] != "mpi" or not _missing(run, "mpi"):
         return []
-    return [f"distribution mpi, but {_env_label(run)} is not known to provide MPI ({_declare_hint(run, 'mpi')})"]
+    return [f"distribution mpi, but {_env_label(run)} is known not to provide MPI"]
 
 
 @run_rule(
@@ -305,8 +346,7 @@ def run_horovod_environment(run: ResolvedRun) -> list[str]:
     if run.distribution["type"] != "mpi":
         out.append(f"uses Horovod under distribution {run.distribution['type']}; Horovod needs distribution mpi")
     if _missing(run, "horovod"):
-        out.append(f"uses Horovod, but {_env_label(run)} is not known to provide it "
-                   f"({_declare_hint(run, 'horovod')})")
+        out.append(f"uses Horovod, but {_env_label(run)} is known not to provide it")
     return out
 
 
@@ -326,11 +366,9 @@ def run_deepspeed_environment(run: ResolvedRun) -> list[str]:
         return []
     out = []
     if _missing(run, "deepspeed"):
-        out.append(f"uses DeepSpeed, but {_env_label(run)} is not known to provide it "
-                   f"({_declare_hint(run, 'deepspeed')})")
+        out.append(f"uses DeepSpeed, but {_env_label(run)} is known not to provide it")
     if run.distribution["type"] == "mpi" and _missing(run, "mpi4py"):
-        out.append(f"runs DeepSpeed under MPI, but {_env_label(run)} is not known to provide mpi4py "
-                   f"({_declare_hint(run, 'mpi4py')})")
+        out.append(f"runs DeepSpeed under MPI, but {_env_label(run)} is known not to provide mpi4py")
     return out
 
 
@@ -348,8 +386,28 @@ def run_deepspeed_environment(run: ResolvedRun) -> list[str]:
 def run_environment_infiniband(run: ResolvedRun) -> list[str]:
     if run.instance_count <= 1 or not run.cluster.infiniband or not _missing(run, "infiniband"):
         return []
-    return [f"{run.instance_count} nodes on InfiniBand, but {_env_label(run)} is not known to provide "
-            f"InfiniBand libraries ({_declare_hint(run, 'infiniband')})"]
+    return [f"{run.instance_count} nodes on InfiniBand, but {_env_label(run)} is known not to provide "
+            "InfiniBand libraries"]
+
+
+@run_rule(
+    id="run-environment-capability-unknown",
+    title="What a run needs from its environment can be seen there",
+    severity="low",
+    enforcement="advisory",
+    rationale="A curated or registry environment, an image outside the evidence table or a build context that "
+    "installs what cannot be followed may well have MPI, Horovod, DeepSpeed or InfiniBand libraries; the gate "
+    "cannot see it. Unknown is not missing: the run is not blocked, and the capability rules block only what is "
+    "known to be absent (infra/environment-capabilities.yaml).",
+    remediation="Declare the environment in the stack with provides: [...] once you have checked it, or use an "
+    "image the evidence table knows.",
+    reference=DISTRIBUTED_GUIDE,
+    config_key=("environment",),
+)
+def run_environment_capability_unknown(run: ResolvedRun) -> list[str]:
+    unknown = [(cap, why) for cap, why in _needed(run) if run.environment.state(cap) == "unknown"]
+    return [f"{why} needs {cap}; whether {_env_label(run)} has it cannot be seen ({_declare_hint(run, cap)})"
+            for cap, why in unknown]
 
 
 @run_rule(
@@ -375,8 +433,9 @@ def run_gpu_vendor_environment(run: ResolvedRun) -> list[str]:
 @run_rule(
     id="run-environment-pinned",
     title="Runs use a pinned environment version",
-    severity="high",
-    enforcement="mandatory",
+    severity="medium",
+    enforcement="advisory",
+    hygiene=True,
     rationale="'@latest' or ':latest' resolves at submission: the same run gets different libraries from one "
     "day to the next, and the nodes of one run can disagree.",
     remediation="Reference azureml:<name>:<version> or a registry environment with /versions/<version>.",
@@ -386,6 +445,9 @@ def run_gpu_vendor_environment(run: ResolvedRun) -> list[str]:
 def run_environment_pinned(run: ResolvedRun) -> list[str]:
     if run.environment.pinned:
         return []
+    moving = [b for b in run.environment.bases if not image_pinned(b)]
+    if moving:
+        return [f"{_env_label(run)} builds FROM {', '.join(moving)}, a moving tag"]
     return [f"environment {run.environment.id} is not pinned to a version"]
 
 
@@ -400,10 +462,12 @@ def _gib(size: str) -> float | None:
     id="run-shm-size-sufficient",
     title="Runs give /dev/shm enough room for DataLoader workers",
     severity="medium",
-    enforcement="mandatory",
+    enforcement="advisory",
+    hygiene=True,
     rationale="DataLoader workers pass batches through /dev/shm, shared by every process of a node. Azure ML's "
     "2g default (or a small explicit value) runs out with several GPU processes and workers: the run dies with "
-    "'bus error' or 'No space left on device' hours in.",
+    "'bus error' or 'No space left on device' hours in. Hygiene: whether it runs out depends on the DataLoader "
+    "workers, which the gate cannot see (the project's default, 4g per GPU, never fires).",
     remediation="Set resources.shm_size to at least min_gib_per_process (pack parameter) times the GPU "
     "processes per node, e.g. 32g on an 8-GPU node; leave it out to get the project's default of 4g per GPU.",
     reference=JOB_YAML,
@@ -428,7 +492,8 @@ def run_shm_size_sufficient(run: ResolvedRun, *, min_gib_per_process: int = 1) -
     id="run-timeout-set",
     title="Runs set a timeout",
     severity="medium",
-    enforcement="mandatory",
+    enforcement="advisory",
+    hygiene=True,
     rationale="A distributed run that hangs (a rank lost at rendezvous, an NCCL deadlock) holds every node of "
     "the cluster until someone notices; limits.timeout bounds the damage.",
     remediation="Set limits.timeout (seconds) to a generous upper bound of the run's duration.",
@@ -448,7 +513,8 @@ def run_timeout_set(run: ResolvedRun) -> list[str]:
     severity="critical",
     enforcement="mandatory",
     rationale="environment_variables are stored in the job definition, shown in the studio to everyone with "
-    "workspace access, written to the job YAML and the stack's outputs.",
+    "workspace access, written to the job YAML and the stack's outputs. Judged by value (known token shapes, "
+    "high-entropy literals under a credential name), not by name: AZUREML_SSH_KEY: generated-key is a file name.",
     remediation="Keep the secret in the workspace key vault and read it at run time with the job's identity "
     "(azureml secrets / DefaultAzureCredential); never put the value in the stack.",
     reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-use-secrets-in-runs",
@@ -456,6 +522,41 @@ def run_timeout_set(run: ResolvedRun) -> list[str]:
 )
 def run_secrets_in_environment_variables(run: ResolvedRun) -> list[str]:
     return [f"environment variable {found}" for found in secret_variables(_env(run))]
+
+
+@run_rule(
+    id="run-secrets-in-command",
+    title="Runs do not carry secrets in their command, inputs or tags",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="The command line, literal inputs and tags are part of the job definition: written to the job "
+    "file, shown on the run's page in the studio and kept with the job. Judged by value (known token shapes, "
+    "high-entropy literals after a credential-named flag), not by name: --ssh-key-file generated-key is a file "
+    "name.",
+    remediation="Read the secret at run time from the workspace key vault with the job's identity; pass its "
+    "name, not its value.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-use-secrets-in-runs",
+    config_key=("command",),
+)
+def run_secrets_in_command(run: ResolvedRun) -> list[str]:
+    return secrets_in_definition(run.spec)
+
+
+@run_rule(
+    id="run-entry-script-exists",
+    title="The script a run's command starts is in its code folder",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="Azure ML uploads the code folder and runs the command in it; a script that is not there (a git "
+    "submodule not checked out, a renamed file) fails with 'No such file or directory' after every node has "
+    "started and been billed.",
+    remediation="Add the script to the code folder (git submodule update --init), or fix the path in command.",
+    reference=JOB_YAML,
+    config_key=("command",),
+)
+def run_entry_script_exists(run: ResolvedRun) -> list[str]:
+    folder = run.spec.get("code", ".")
+    return [f"the command runs {script}, which is not in code folder {folder!r}" for script in run.missing_scripts]
 
 
 @run_rule(
