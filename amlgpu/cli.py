@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``amlgpu`` console script: :func:`main`, then exit with its code."""
+    from amlgpu import interrupts
+
+    interrupts.install()  # done already when the package saw it was started as amlgpu; harmless again
     code = main()
     if code == 130:
         # An interrupted plan can leave the Pulumi runtime's worker threads waiting on futures that will
