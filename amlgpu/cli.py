@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
+        bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)
+        if bad is not None:  # no shell can pass one, but a caller of main() can: no path may hold it
+            raise UserError(f"argument {bad!r} holds a NUL byte")
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as err:
