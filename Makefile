@@ -35,13 +35,15 @@ install-dev: $(DEV)
 plan: $(RUNTIME)
 	$(BIN)/amlgpu plan --stack $(STACK)
 
-## test: lint and run the whole test suite
+## test: lint (code and GitHub workflows) and run the whole test suite
 test: $(DEV)
 	$(BIN)/ruff check .
+	$(BIN)/zizmor --offline .github/workflows
 	$(BIN)/pytest
 
 lint: $(DEV)
 	$(BIN)/ruff check .
+	$(BIN)/zizmor --offline .github/workflows
 
 format: $(DEV)
 	$(BIN)/ruff format .

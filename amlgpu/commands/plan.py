@@ -5,7 +5,9 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 * ``resources.json``: every resource the engine would register, inputs in the provider's wire shape;
 * ``outputs.json``: the stack outputs (secrets masked);
 * ``jobs/<run>.yml``: each declared run as an Azure ML CLI v2 job file (``az ml job create -f``);
-* ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR.
+* ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR;
+* ``waivers.json``: the waivers that applied (the stack file's and the platform's), so a later plan
+  against this one as its base can put the waivers a change adds or changes at the top of its verdict.
 
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
 (nothing written).
@@ -26,6 +28,7 @@ from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
+    "waivers.json": None,
 }
 """What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there, so all
 ``--out`` may hold before it is replaced."""
@@ -41,7 +44,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
     parser.add_argument("--out", type=Path, help="output folder (default: build/<stack>)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
-    parser.add_argument("--policy-config", type=Path, help="policy pack config (JSON): enforcement and parameters")
+    parser.add_argument("--policy-config", type=Path,
+                        help="policy pack config (JSON): enforcement, parameters, platform waivers "
+                        "(default: policies/config.json when the project has one)")
     parser.set_defaults(func=run)
 
 
@@ -65,13 +70,17 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     pack_config = None
-    if args.policy_config:
-        from policies.packconfig import load
+    from policies.packconfig import DEFAULT_PATH, load
 
-        pack_config = load(args.policy_config)
+    config_path = args.policy_config or (stack.root / DEFAULT_PATH)
+    if args.policy_config or config_path.is_file():
+        pack_config = load(config_path)
 
     _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
     result = plan_stack(stack, out, pack_config=pack_config)
+    base = getattr(args, "base", None)  # `--base DIR_OR_GIT_REF`, where this amlgpu has it
+    if base is not None and Path(base).is_dir():
+        result.base_waivers = load_base_waivers(Path(base))
     try:
         with atomic_directory(out) as staging:
             result.write(staging)
@@ -98,10 +107,13 @@ class PlanResult:
         self.runs = runs
         self.job_files = job_files
         self.report = report
+        self.base_waivers: list[Any] | None = None
+        """The base plan's waivers (``waivers.json``), when planned against a base that has them."""
 
     def write(self, folder: Path) -> None:
         from policies.sarif import to_sarif
         from policies.summary import markdown
+        from policies.waivers import to_records
 
         write_text(folder / "resources.json", canonical_json(self.resources))
         write_text(folder / "outputs.json", canonical_json(self.outputs))
@@ -109,7 +121,8 @@ class PlanResult:
             write_text(folder / "jobs" / f"{name}.yml", text)
         sarif = to_sarif(self.report, self.stack.file.display, self.stack.file.line_of)
         write_text(folder / "policy.sarif", canonical_json(sarif))
-        write_text(folder / "policy.md", markdown(self.report, self.stack.name))
+        write_text(folder / "policy.md", markdown(self.report, self.stack.name, base_waivers=self.base_waivers))
+        write_text(folder / "waivers.json", canonical_json(to_records(self.report.waivers)))
 
     def summary(self, out: Path) -> dict[str, Any]:
         return {
@@ -129,6 +142,24 @@ class PlanResult:
         from amlgpu.render import plan_tree
 
         return plan_tree(self, _display_path(out))
+
+
+def load_base_waivers(folder: Path) -> list[Any] | None:
+    """The waivers recorded in an earlier plan folder (None when it has no ``waivers.json``: a plan
+    from before waivers were recorded, whose waivers are then unknown rather than none)."""
+    import json
+
+    from model.errors import ConfigError
+    from policies.waivers import from_records
+
+    path = folder / "waivers.json"
+    if not path.is_file():
+        return None
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read the base plan's waivers: {err}", file=str(path)) from None
+    return from_records(records, source=str(path))
 
 
 def _display_path(path: Path) -> str:
@@ -151,6 +182,7 @@ def plan_stack(stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | N
     # `az ml job create -f` resolves it.
     job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
     report = evaluate(
-        [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display
+        [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
+        stack_name=stack.name,
     )
     return PlanResult(stack, plan, runs, job_files, report)
