@@ -29,6 +29,7 @@ from infra.model import Cluster, Environment, infer_capabilities
 from jobs import code_scan
 from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
+from model import fabric
 from model.config import StackConfig
 from model.runs import DataInput, Run
 
@@ -120,7 +121,19 @@ def _tidy(value: Any) -> Any:
 _PINNED_REF = re.compile(r"(?:/versions/|^azureml:[^:/@]+:)(?P<version>[^/:@]+)$")
 
 
-def _environment(run: Run, config: StackConfig) -> tuple[str, EnvironmentFacts]:
+def _baked_fabric_settings(environment: Environment, root: Path) -> tuple[tuple[str, str, str, bool], ...]:
+    """Interconnect variables a build context's Dockerfile bakes into the image (see model.fabric)."""
+    if environment.build is None:
+        return ()
+    context = root / environment.build.path
+    try:
+        text = (context / environment.build.dockerfile_path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()  # the config check reports a missing Dockerfile; nothing baked is known
+    return tuple((s.name, s.value, s.where, s.resolved) for s in fabric.from_dockerfile(text, context))
+
+
+def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str, EnvironmentFacts]:
     declared: Environment | None = config.environment(run.environment) or next(
         (e for e in config.environments if e.asset_id == run.environment), None
     )
@@ -133,6 +146,7 @@ def _environment(run: Run, config: StackConfig) -> tuple[str, EnvironmentFacts]:
             capabilities=tuple(sorted(declared.capabilities)),
             pinned=declared.is_pinned,
             image=declared.image,
+            fabric_settings=_baked_fabric_settings(declared, root),
         )
     pinned = _PINNED_REF.search(run.environment)
     return run.environment, EnvironmentFacts(
@@ -170,7 +184,7 @@ def resolve_run(
     """
     cluster = config.cluster(run.compute)
     launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
-    environment_id, environment = _environment(run, config)
+    environment_id, environment = _environment(run, config, root)
     return ResolvedRun(
         name=run.name,
         spec=_spec(run, config, launcher, environment_id),

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from model import stackfile
 from model.config import StackConfig, from_stackfile
-from model.errors import UserError
+from model.errors import ConfigError, UserError
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -27,9 +29,27 @@ class LoadedStack:
     config: StackConfig
 
 
+def check_project(root: Path) -> None:
+    """Refuse a ``Pulumi.yaml`` whose ``stackConfigDir`` moves the stack files: ``pulumi up`` would read
+    ``Pulumi.<stack>.yaml`` there while the gate, the workflows and CODEOWNERS look at the project root."""
+    try:
+        project = yaml.safe_load((root / "Pulumi.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read the project file: {err}", file="Pulumi.yaml") from None
+    if isinstance(project, dict) and project.get("stackConfigDir") not in (None, "", "."):
+        raise ConfigError(
+            f"stackConfigDir {project['stackConfigDir']!r} makes `pulumi up` read the stack files from there, "
+            "while the gate, the pull-request workflow and CODEOWNERS judge Pulumi.<stack>.yaml at the project "
+            "root: remove stackConfigDir and keep the stack files at the root",
+            file="Pulumi.yaml", key="stackConfigDir",
+        )
+
+
 def load_stack(name: str, root: Path | None = None) -> LoadedStack:
-    """Read and validate ``Pulumi.<name>.yaml``; bad input raises a ConfigError naming the file and key."""
+    """Read and validate ``Pulumi.<name>.yaml``; bad input raises a ConfigError naming the file and key
+    (a project whose ``Pulumi.yaml`` moves the stack files elsewhere included: :func:`check_project`)."""
     root = root or find_root()
+    check_project(root)
     path = root / f"Pulumi.{name}.yaml"
     if not path.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))

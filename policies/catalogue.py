@@ -8,9 +8,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from policies.rule import Rule
-from policies.rules import compute, environments, network, runs, storage, workspace
+from policies.rules import compute, environments, fabric, hardening, network, runs, storage, workspace
 
-FAMILIES = (workspace, storage, network, compute, environments, runs)
+FAMILIES = (workspace, storage, network, compute, environments, runs, fabric, hardening)
 """Family modules, in the order listings and docs show them."""
 
 

@@ -21,6 +21,8 @@ _FAMILY_TITLES = {
     "compute": "Compute",
     "environments": "Environments",
     "runs": "Distributed runs",
+    "fabric": "InfiniBand",
+    "hardening": "Settings that open the door",
 }
 
 

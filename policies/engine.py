@@ -21,7 +21,8 @@ from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
 from policies.rule import SEVERITIES, Rule, Violation
 from policies.stack import Owner, Stack
-from policies.waivers import CONFIG_KEY, check_governance, check_references, settings as waiver_settings
+from policies.waivers import CONFIG_KEY, check_governance, check_references
+from policies.waivers import settings as waiver_settings
 
 Level = Literal["error", "warning", "note"]
 

@@ -98,8 +98,9 @@ class Runner:
 
     def run(self, step: str, **env: str) -> subprocess.CompletedProcess[str]:
         script = _steps()[step]["run"]
-        return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], env={**self.env, **env},
-                              capture_output=True, text=True, timeout=60, check=False, cwd=self.tmp)
+        return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                              env={**self.env, **env}, capture_output=True, text=True, timeout=60, check=False,
+                              cwd=self.tmp)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
