@@ -48,9 +48,10 @@ class Waiver(BaseModel):
     """The declared name of the resource or run: the workspace's name, ``network``, a cluster, the
     image-build cluster, an environment or a run."""
     reason: str
-    """Why the exception is acceptable: whitespace is collapsed, and it must say something."""
+    """Why the exception is acceptable: at least 3 different words and 20 characters (a ticket and the plan to
+    remove it); whitespace is collapsed."""
     expires: dt.date
-    """Last day the waiver applies (inclusive). Required: no waiver is forever."""
+    """Last day the waiver applies (inclusive). Required, at most policy-waivers.max_days (default 90) ahead."""
 
     @field_validator("reason")
     @classmethod

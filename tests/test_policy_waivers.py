@@ -231,3 +231,16 @@ def test_plan_refuses_a_critical_stack_file_waiver_with_exit_2(
     assert f"waives **1 critical finding until {soon}** (pack config)" in verdict
     recorded = json.loads((project / "build" / "dev" / "waivers.json").read_text())
     assert [w["origin"] for w in recorded] == ["pack config"]
+
+
+def test_the_waiver_layout_is_hand_written_and_survives_regeneration() -> None:
+    from policies.docs import hand_written, render
+
+    page = (ROOT / "docs" / "policies.md").read_text(encoding="utf-8")
+    (section,) = [s for s in hand_written(page) if s.startswith("<!-- hand-written: waivers -->")]
+    assert '"stack_file": "none"' in section and "max_days" in section
+    extra = "<!-- hand-written: figures -->\nmeasured: 3 of 4\n<!-- end hand-written: figures -->\n"
+    regenerated = render(page + "\n" + extra)
+    assert section in regenerated and extra in regenerated
+    assert render(regenerated) == regenerated  # stable
+    assert hand_written(render("")) == []  # nothing invented
