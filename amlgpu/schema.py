@@ -165,10 +165,6 @@ FIELD_DOCS: dict[str, str] = {
     "QueueSettings.priority": "low, medium or high.",
     # waivers
     "Waiver.rule": "Id of the policy rule waived (amlgpu policy list).",
-    "Waiver.reason": "Why the exception is acceptable, for the reviewer: at least 3 different words and 20 "
-    "characters (a ticket and the plan to remove it).",
-    "Waiver.expires": "Last day the waiver applies (YYYY-MM-DD), required; at most policy-waivers.max_days "
-    "(default 90) ahead.",
 }
 
 class _Generator(GenerateJsonSchema):
