@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infra.model import Cluster, Environment, infer_capabilities
+from infra.paths import resolve_inside
 from jobs import code_scan
 from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
@@ -125,9 +126,13 @@ def _baked_fabric_settings(environment: Environment, root: Path) -> tuple[tuple[
     """Interconnect variables a build context's Dockerfile bakes into the image (see model.fabric)."""
     if environment.build is None:
         return ()
-    context = root / environment.build.path
+    context = resolve_inside(root, environment.build.path)
+    dockerfile = resolve_inside(context, environment.build.dockerfile_path) if context else None
+    if dockerfile is None:
+        return ()  # the config check refuses paths leading outside the project
     try:
-        text = (context / environment.build.dockerfile_path).read_text(encoding="utf-8", errors="replace")
+        with dockerfile.open("rb") as handle:  # a Dockerfile is small; read no more than 1 MiB of one
+            text = handle.read(1 << 20).decode("utf-8", errors="replace")
     except OSError:
         return ()  # the config check reports a missing Dockerfile; nothing baked is known
     return tuple((s.name, s.value, s.where, s.resolved) for s in fabric.from_dockerfile(text, context))

@@ -128,13 +128,14 @@ def from_dockerfile(text: str, context: Path | None = None) -> list[Setting]:
 
 def _conf_file(context: Path, source: str, target: str) -> list[Setting]:
     base = context.resolve()
-    path = (base / source).resolve()
+    path = (base / source).resolve()  # links followed: a file outside the build context is never read
     if target.rstrip("/") == "/etc" and path.name != "nccl.conf":
         return []
     if base not in path.parents or not path.is_file():
         return []
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")[:65536]
+        with path.open("rb") as handle:
+            text = handle.read(65536).decode("utf-8", errors="replace")
     except OSError:
         return []
     out = []
