@@ -37,6 +37,7 @@ _FAMILY_TITLES = {
     "runs": "Distributed runs",
     "fabric": "InfiniBand",
     "hardening": "Settings that open the door",
+    "budgets": "Budgets (cost at list price)",
 }
 
 
@@ -94,6 +95,9 @@ def render(current: str | None = None) -> str:
         "`aml-gpu-training:waivers` with `rule`, `resource` (its declared name), `reason` and an "
         "`expires` date (see *Where waivers live*). Waived findings are still reported and counted; expired "
         "waivers stop applying.",
+        "- **Azure Policy**: which of Azure's built-in policy definitions (an organisation may assign them with "
+        "Deny) the stack meets by default, which are stack settings and which rule checks each: "
+        "[azure-policy.md](azure-policy.md).",
         "",
         *(line for section in hand_written(current) for line in [*section.rstrip("\n").split("\n"), ""]),
         "| Rule | Severity | Default | Applies to |",

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from infra.prices import PriceTable
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model import NAMESPACE
 from model.config import StackConfig
@@ -197,6 +198,7 @@ def evaluate(
     today: dt.date | None = None,
     source: str | None = None,
     stack_name: str | None = None,
+    prices: PriceTable | None = None,
 ) -> Report:
     """Evaluate every rule on a planned stack.
 
@@ -205,7 +207,7 @@ def evaluate(
     ``pack_config``: CrossGuard-shaped per-rule settings (see :mod:`policies.packconfig`); ``today``:
     the date waivers expire against (default: today); ``source``: the stack file's name, used in
     error messages; ``stack_name``: which of the pack config's waivers (``policy-waivers.waivers``) are
-    this stack's.
+    this stack's; ``prices``: the pricing table for budget rules (default: the shipped one).
 
     Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``,
     for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``), and for
@@ -215,7 +217,7 @@ def evaluate(
     today = today or dt.date.today()
     settings = resolve(pack_config)
     policy = waiver_settings(pack_config)
-    stack = Stack(resources, runs)
+    stack = Stack(resources, runs, prices)
     locator = _Locator(config)
     owners = {stack.owner(r).name for r in stack.resources}
     names = locator.names | owners
