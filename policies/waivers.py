@@ -87,7 +87,7 @@ def settings(pack_config: Mapping[str, Any] | None, *, source: str = "policy pac
             where = ".".join(str(p) for p in error["loc"])
             raise ConfigError(error["msg"].removeprefix("Value error, "), file=source,
                               key=f"{CONFIG_KEY}.waivers[{i}]" + (f".{where}" if where else "")) from None
-    return WaiverSettings(max_days, stack_file, tuple(waivers))  # type: ignore[arg-type]
+    return WaiverSettings(max_days, stack_file, tuple(waivers))
 
 
 def _hint(value: str, known: Collection[str]) -> str:

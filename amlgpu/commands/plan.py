@@ -164,7 +164,8 @@ class PlanResult:
 
         top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
         bottom = cost_markdown(self.cost, self._cost_change) if self.cost is not None else ""
-        write_text(folder / "policy.md", top + markdown(self.report, self.stack.name, base_waivers=self.base_waivers) + bottom)
+        verdict = markdown(self.report, self.stack.name, base_waivers=self.base_waivers)
+        write_text(folder / "policy.md", top + verdict + bottom)
         write_text(folder / "waivers.json", canonical_json(to_records(self.report.waivers)))
         if self.cost is not None:
             write_text(folder / "cost.json", canonical_json(self.cost.to_json()))
