@@ -471,3 +471,14 @@ def test_scripts_are_never_executed(project: Path, tmp_path: Path) -> None:
                       "ScriptRunConfig(source_directory='src', script='train.py', compute_target='gpu-a100')\n")
     import_files([script], Context(root=project))
     assert not marker.exists()
+
+
+def test_what_the_stack_model_refuses_is_bad_input_at_its_line(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "imports" / "refused.yml").write_text(
+        "command: python train.py\ncode: src\nenvironment: azureml:acpt-pytorch:1\ncompute: gpu-a100\n"
+        "resources:\n  instance_count: 0\n")
+    monkeypatch.chdir(project)
+    assert main(["import", "imports/refused.yml", "--stack", "test"]) == 2
+    err = capsys.readouterr().err
+    assert "imports/refused.yml: line 5:" in err and "instance_count" in err and "Traceback" not in err
