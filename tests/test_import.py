@@ -485,3 +485,21 @@ def test_what_the_stack_model_refuses_is_bad_input_at_its_line(project: Path, mo
     assert main(["import", "imports/refused.yml", "--stack", "test"]) == 2
     err = capsys.readouterr().err
     assert "imports/refused.yml: line 5:" in err and "instance_count" in err and "Traceback" not in err
+
+
+def test_every_example_imports_and_plans_in_one_stack(project: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(project, root, symlinks=True)
+    sources = [f"imports/v1/{f}" for f in V1] + [f"imports/cliv2/{f}" for f in CLI_V2] + [
+        "imports/v2/tensorflow_mnist_distributed.py"]
+    monkeypatch.chdir(root)
+    code = main(["import", *sources, "--stack", "test", "--compute", "gpu-cluster", "--write"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err  # the plan's verdict: the examples keep their settings (e.g. 1 process per 8 GPUs)
+    written = {p.stem for p in (root / "build" / "test" / "jobs").glob("*.yml")}
+    imported = {str(r["name"]) for r in yaml.safe_load((root / "Pulumi.test.yaml").read_text())["config"][
+        f"{NS}:jobs"]}
+    assert len(imported) == len(dev_config()[f"{NS}:jobs"]) + len(sources)
+    assert imported <= written
