@@ -26,6 +26,7 @@ from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
+    "preflight.json": None,
 }
 """What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there, so all
 ``--out`` may hold before it is replaced."""
@@ -82,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(canonical_json(result.summary(out)), end="")
     else:
+        from model.preflight import render_offline
+
         print(result.render_text(out))
+        print("\n".join(render_offline(stack.config)))
     _progress(f"Done in {time.monotonic() - started:.1f}s.")
     return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
 
@@ -110,6 +114,14 @@ class PlanResult:
         sarif = to_sarif(self.report, self.stack.file.display, self.stack.file.line_of)
         write_text(folder / "policy.sarif", canonical_json(sarif))
         write_text(folder / "policy.md", markdown(self.report, self.stack.name))
+        write_text(folder / "preflight.json", canonical_json(self.preflight()))
+
+    def preflight(self) -> dict[str, Any]:
+        """The preflight's offline half (``amlgpu preflight``): vCPU demand per family, permissions needed."""
+        from model.preflight import offline
+
+        subscription = self.stack.file.config.get("azure-native:subscriptionId")
+        return offline(self.stack.config, self.stack.name, subscription if isinstance(subscription, str) else None)
 
     def summary(self, out: Path) -> dict[str, Any]:
         return {
