@@ -76,6 +76,7 @@ class Demand:
 
     family: str | None
     tier: Literal["dedicated", "low_priority"]
+    region: str
     clusters: tuple[ClusterDemand, ...]
 
     @property
@@ -85,7 +86,7 @@ class Demand:
         return sum(c.max_instances * (c.vcpus_per_node or 0) for c in self.clusters)
 
     def to_json(self) -> dict[str, Any]:
-        return {"family": self.family, "tier": self.tier, "vcpus": self.vcpus,
+        return {"family": self.family, "tier": self.tier, "region": self.region, "vcpus": self.vcpus,
                 "clusters": [asdict(c) for c in self.clusters]}
 
 
@@ -105,21 +106,30 @@ def _family_key(family: str | None) -> str:
     return re.sub(r"[^a-z0-9]", "", (family or "").lower())
 
 
+def region(name: str) -> str:
+    """A region as the APIs spell it in paths and filters (``westeurope``)."""
+    return name.lower().replace(" ", "")
+
+
 def demand(config: StackConfig) -> list[Demand]:
-    """The vCPU demand per (family, tier), largest first; clusters of unknown family or size grouped as None."""
-    rows: list[tuple[str | None, str, ClusterDemand]] = [
-        (c.sku.family, c.tier, ClusterDemand(c.name, c.size, c.max_instances, c.sku.vcpus)) for c in config.clusters
+    """The vCPU demand per (family, tier, region), largest first; a size of unknown family stands alone."""
+    home = region(config.workspace_location)
+    rows: list[tuple[str | None, str, str, ClusterDemand]] = [
+        (c.sku.family, c.tier, region(c.location) if c.location else home,
+         ClusterDemand(c.name, c.size, c.max_instances, c.sku.vcpus)) for c in config.clusters
     ]
     if config.workspace.public_network_access == "Disabled":
         builder = config.workspace.image_build_compute
         vcpus, family = skus.CPU_SIZES.get(builder.size, (None, None))
-        rows.append((family, "dedicated", ClusterDemand(builder.name, builder.size, builder.max_instances, vcpus)))
-    grouped: dict[tuple[str, str], tuple[str | None, list[ClusterDemand]]] = {}
-    for family, tier, cluster in rows:
-        key = (_family_key(family) if family else f"?{cluster.size.lower()}", tier)
+        rows.append((family, "dedicated", home,
+                     ClusterDemand(builder.name, builder.size, builder.max_instances, vcpus)))
+    grouped: dict[tuple[str, str, str], tuple[str | None, list[ClusterDemand]]] = {}
+    for family, tier, where, cluster in rows:
+        key = (_family_key(family) if family else f"?{cluster.size.lower()}", tier, where)
         grouped.setdefault(key, (family, []))[1].append(cluster)
-    out = [Demand(family, tier, tuple(clusters)) for (_, tier), (family, clusters) in grouped.items()]  # type: ignore[arg-type]
-    return sorted(out, key=lambda d: (-(d.vcpus or 0), d.tier, d.family or ""))
+    out = [Demand(family, tier, where, tuple(clusters))  # type: ignore[arg-type]
+           for (_, tier, where), (family, clusters) in grouped.items()]
+    return sorted(out, key=lambda d: (-(d.vcpus or 0), d.tier, d.region, d.family or ""))
 
 
 def resource_group_scope(subscription: str | None, config: StackConfig) -> str:
@@ -168,11 +178,11 @@ def offline(config: StackConfig, stack: str, subscription: str | None = None) ->
 
 def render_offline(config: StackConfig, subscription: str | None = None) -> list[str]:
     """The offline half as text lines, for ``amlgpu plan`` and ``amlgpu preflight``."""
-    lines = [f"vCPU demand when every cluster is scaled out ({config.workspace_location}):"]
+    lines = ["vCPU demand when every cluster is scaled out:"]
     for d in demand(config):
         clusters = ", ".join(f"{c.name} {c.max_instances} x {c.size}" for c in d.clusters)
         vcpus = f"{d.vcpus} vCPUs" if d.vcpus is not None else "? vCPUs (size not in the catalogue)"
-        lines.append(f"  {d.family or 'unknown family':<28} {d.tier:<12} {vcpus:>10}  {clusters}")
+        lines.append(f"  {d.family or 'unknown family':<28} {d.tier:<12} {d.region:<14} {vcpus:>10}  {clusters}")
     lines.append("The deploying principal needs:")
     for n in needs(config, subscription):
         lines.append(f"  {n.action}{' (data)' if n.data else ''} on {n.scope}")
@@ -210,7 +220,11 @@ class Context:
 
     @property
     def location(self) -> str:
-        return self.config.workspace_location.lower().replace(" ", "")
+        return region(self.config.workspace_location)
+
+    @property
+    def regions(self) -> list[str]:
+        return sorted({d.region for d in demand(self.config)})
 
     @property
     def group(self) -> str:
@@ -228,37 +242,46 @@ def _unknown(name: str, err: ArmError, what: str) -> Check:
     return Check(name, "UNKNOWN", f"could not read {what}: {err.status} {err.code}: {err.message[:160]}", fix)
 
 
-def _resource_skus(ctx: Context) -> dict[str, dict[str, Any]]:
-    items = ctx.arm.list(f"/subscriptions/{ctx.subscription}/providers/Microsoft.Compute/skus", COMPUTE_SKUS_API,
-                         **{"$filter": f"location eq '{ctx.location}'"})
-    return {str(i.get("name", "")).lower(): i for i in items if i.get("resourceType") == "virtualMachines"}
+def _resource_skus(ctx: Context, where: str) -> dict[str, dict[str, Any]]:
+    def read() -> dict[str, dict[str, Any]]:
+        items = ctx.arm.list(f"/subscriptions/{ctx.subscription}/providers/Microsoft.Compute/skus",
+                             COMPUTE_SKUS_API, **{"$filter": f"location eq '{where}'"})
+        return {str(i.get("name", "")).lower(): i for i in items if i.get("resourceType") == "virtualMachines"}
+
+    return dict(ctx.once(f"skus:{where}", read))
 
 
 def check_sizes(ctx: Context) -> list[Check]:
-    """Each cluster's size is offered in the region to this subscription (resource SKU restrictions)."""
-    try:
-        offered = ctx.once("skus", lambda: _resource_skus(ctx))
-    except ArmError as err:
-        return [_unknown("size offered", err, f"the resource SKUs of {ctx.location}")]
+    """Each cluster's size is offered in its region to this subscription (resource SKU restrictions)."""
     out = []
-    for cluster in ctx.config.clusters:
-        name = f"size {cluster.size} ({cluster.name})"
-        sku = offered.get(cluster.size.lower())
-        if sku is None:
-            out.append(Check(name, "PROBLEM", f"{cluster.size} is not offered in {ctx.location}",
-                             f"pick a region that offers it (az vm list-skus --size {cluster.size}) or another size"))
+    for where in ctx.regions:
+        try:
+            offered = _resource_skus(ctx, where)
+        except ArmError as err:
+            out.append(_unknown("size offered", err, f"the resource SKUs of {where}"))
             continue
-        blocked = [r for r in sku.get("restrictions") or []
-                   if r.get("type") == "Location" and ctx.location in [v.lower() for v in r.get("values") or []]]
-        if blocked:
-            reason = blocked[0].get("reasonCode") or "restricted"
-            out.append(Check(name, "PROBLEM", f"{cluster.size} is restricted in {ctx.location} for this subscription "
-                             f"({reason})", "ask Azure support to enable the size for the subscription in the region "
-                             "(quota request, 'NotAvailableForSubscription'), or use another region"))
-            continue
-        zones = [r for r in sku.get("restrictions") or [] if r.get("type") == "Zone"]
-        out.append(Check(name, "OK", f"offered in {ctx.location}" + (" (some zones restricted)" if zones else "")))
+        for cluster in ctx.config.clusters:
+            if (region(cluster.location) if cluster.location else ctx.location) != where:
+                continue
+            out.append(_size_offered(cluster.name, cluster.size, offered.get(cluster.size.lower()), where))
     return out
+
+
+def _size_offered(cluster: str, size: str, sku: Mapping[str, Any] | None, where: str) -> Check:
+    name = f"size {size} ({cluster})"
+    if sku is None:
+        return Check(name, "PROBLEM", f"{size} is not offered in {where}",
+                     f"pick a region that offers it (az vm list-skus --size {size}) or another size")
+    restrictions = sku.get("restrictions") or []
+    blocked = [r for r in restrictions
+               if r.get("type") == "Location" and where in [v.lower() for v in r.get("values") or []]]
+    if blocked:
+        reason = blocked[0].get("reasonCode") or "restricted"
+        return Check(name, "PROBLEM", f"{size} is restricted in {where} for this subscription ({reason})",
+                     "ask Azure support to enable the size for the subscription in the region "
+                     "(quota request, 'NotAvailableForSubscription'), or use another region")
+    zones = [r for r in restrictions if r.get("type") == "Zone"]
+    return Check(name, "OK", f"offered in {where}" + (" (some zones restricted)" if zones else ""))
 
 
 def _usage_key(name: str) -> tuple[str, str] | None:
@@ -271,21 +294,25 @@ def _usage_key(name: str) -> tuple[str, str] | None:
 
 
 def check_quota(ctx: Context) -> list[Check]:
-    """Demand per family and tier against the region's Azure ML compute quota minus what is in use."""
+    """Demand per family and tier against each region's Azure ML compute quota minus what is in use."""
+    return [row for where in ctx.regions for row in _quota_in(ctx, where)]
+
+
+def _quota_in(ctx: Context, where: str) -> list[Check]:
+    suffix = "" if where == ctx.location else f" in {where}"
     try:
         usages = ctx.arm.list(f"/subscriptions/{ctx.subscription}/providers/Microsoft.MachineLearningServices"
-                              f"/locations/{ctx.location}/usages", MLS_API)
+                              f"/locations/{where}/usages", MLS_API)
     except ArmError as err:
-        return [_unknown("quota", err, f"Azure ML usages in {ctx.location}")]
+        return [_unknown("quota" + suffix, err, f"Azure ML usages in {where}")]
     try:
-        offered = ctx.once("skus", lambda: _resource_skus(ctx))
-        live_families = {size: _family_key(sku.get("family")) for size, sku in offered.items()}
+        live_families = {size: _family_key(sku.get("family")) for size, sku in _resource_skus(ctx, where).items()}
     except ArmError:
         live_families = {}
     per_family: dict[tuple[str, str], dict[str, Any]] = {}
     totals: dict[str, dict[str, Any]] = {}
     for usage in usages:
-        if str(usage.get("id", "")).count("/workspaces/"):
+        if "/workspaces/" in str(usage.get("id", "")):
             continue  # a workspace's or cluster's own share, not the subscription's regional quota
         label = str((usage.get("name") or {}).get("value", ""))
         if label == "Total Cluster Dedicated Regional vCPUs":
@@ -295,14 +322,15 @@ def check_quota(ctx: Context) -> list[Check]:
         elif (key := _usage_key(label)) is not None:
             per_family[key] = usage
     out = []
+    demands = [d for d in demand(ctx.config) if d.region == where]
     wanted = {"dedicated": 0, "low_priority": 0}
-    for d in demand(ctx.config):
+    for d in demands:
         sizes = {c.size.lower() for c in d.clusters}
         family = next((live_families[s] for s in sizes if live_families.get(s)), _family_key(d.family))
-        label = f"quota {d.family or '/'.join(sorted(sizes))} {d.tier.replace('_', '-')}"
+        label = f"quota {d.family or '/'.join(sorted(sizes))} {d.tier.replace('_', '-')}{suffix}"
         if d.vcpus is None or not family:
             out.append(Check(label, "UNKNOWN", "the family or vCPU count of " + ", ".join(sorted(sizes))
-                             + " is not known offline and not offered in the region",
+                             + f" is not known offline and not offered in {where}",
                              "check the size's quota in Azure ML studio > Quota"))
             continue
         wanted[d.tier] += d.vcpus
@@ -310,22 +338,21 @@ def check_quota(ctx: Context) -> list[Check]:
             continue  # only a regional total (per-family limits are -1): checked below
         found = per_family.get((family, d.tier))
         if found is None:
-            out.append(Check(label, "UNKNOWN", f"no quota entry for family {d.family} in {ctx.location}",
+            out.append(Check(label, "UNKNOWN", f"no quota entry for family {d.family} in {where}",
                              "check the family's quota in Azure ML studio > Quota"))
             continue
-        out.append(_against(label, d.vcpus, found, f"{d.family} in {ctx.location}",
-                            ", ".join(c.name for c in d.clusters)))
+        out.append(_against(label, d.vcpus, found, f"{d.family} in {where}", ", ".join(c.name for c in d.clusters)))
     for tier, vcpus in wanted.items():
         if vcpus == 0:
             continue
-        label = f"quota regional total {tier.replace('_', '-')}"
+        label = f"quota regional total {tier.replace('_', '-')}{suffix}"
         total = totals.get(tier)
         if total is None:
-            out.append(Check(label, "UNKNOWN", f"no regional {tier} total in {ctx.location}'s usages",
+            out.append(Check(label, "UNKNOWN", f"no regional {tier} total in {where}'s usages",
                              "check it in Azure ML studio > Quota"))
             continue
-        clusters = ", ".join(c.name for d in demand(ctx.config) if d.tier == tier for c in d.clusters)
-        out.append(_against(label, vcpus, total, f"{tier.replace('_', '-')} vCPUs in {ctx.location}", clusters))
+        clusters = ", ".join(c.name for d in demands if d.tier == tier for c in d.clusters)
+        out.append(_against(label, vcpus, total, f"{tier.replace('_', '-')} vCPUs in {where}", clusters))
     return out
 
 

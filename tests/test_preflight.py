@@ -227,6 +227,30 @@ def test_offline_looks_up_no_credentials(preflight: Run) -> None:
                        "Microsoft.Network/virtualNetworks/subnets/join/action"]
 
 
+def test_a_cluster_in_another_region_is_checked_there(preflight: Run, tmp_path: Path) -> None:
+    def east(c: dict[str, Any]) -> None:
+        c[f"{NS}:clusters"].append({"name": "h100-east", "size": "Standard_ND96isr_H100_v5", "max_instances": 2,
+                                    "location": "eastus2"})
+        c[f"{NS}:network"].update(operator_ip_ranges=["203.0.113.0/24"])
+
+    routes = dev_routes(**{
+        f"{ARM}/subscriptions/{SUB}/providers/Microsoft.MachineLearningServices/locations/eastus2/usages":
+            (200, "mls-usages.json"),
+    })
+    # One skus route serves both regions (the $filter differs): the recorded file is westeurope's, without H100.
+    code, report, replay = preflight("--stack", "test", "--subscription", SUB, routes=routes,
+                                     root=dev_variant(tmp_path, east))
+    found = rows(report)
+    assert found["size Standard_ND96isr_H100_v5 (h100-east)"][:2] == (
+        "PROBLEM", "Standard_ND96isr_H100_v5 is not offered in eastus2")
+    assert found["quota standardNDSH100v5Family dedicated in eastus2"][:2] == (
+        "OK", "needs 192 vCPUs, 384 free (limit 384, 0 in use)")
+    assert "quota regional total dedicated in eastus2" in found
+    filters = sorted(replay.query(c)["$filter"][0] for c in replay.calls if "Microsoft.Compute/skus" in str(c.url))
+    assert filters == ["location eq 'eastus2'", "location eq 'westeurope'"]
+    assert code == 1
+
+
 def test_no_subscription_is_said_not_guessed(preflight: Run) -> None:
     code, report, _ = preflight("--stack", "dev", routes={})
     assert code == 0
@@ -247,15 +271,17 @@ def test_families_sum_across_clusters_and_tiers_stay_apart(tmp_path: Path) -> No
             {"name": "a100-b", "size": "standard_nd96asr_v4", "max_instances": 3},
             {"name": "a100-spot", "size": "Standard_ND96asr_v4", "max_instances": 4, "tier": "low_priority"},
             {"name": "mi300x", "size": "Standard_ND96isr_MI300X_v5", "max_instances": 1},
+            {"name": "a100-east", "size": "Standard_ND96asr_v4", "max_instances": 1, "location": "East US 2"},
         ]
 
     stack = load_stack("test", dev_variant(tmp_path, two_more))
-    got = [(d.family, d.tier, d.vcpus, [c.name for c in d.clusters]) for d in demand(stack.config)]
+    got = [(d.family, d.tier, d.region, d.vcpus, [c.name for c in d.clusters]) for d in demand(stack.config)]
     assert got == [
-        ("standardNDASv4_A100Family", "dedicated", 480, ["gpu-a100", "a100-b"]),
-        ("standardNDASv4_A100Family", "low_priority", 384, ["a100-spot"]),
-        (None, "dedicated", 96, ["mi300x"]),
-        ("standardDSv2Family", "dedicated", 4, ["image-builder"]),
+        ("standardNDASv4_A100Family", "dedicated", "westeurope", 480, ["gpu-a100", "a100-b"]),
+        ("standardNDASv4_A100Family", "low_priority", "westeurope", 384, ["a100-spot"]),
+        ("standardNDASv4_A100Family", "dedicated", "eastus2", 96, ["a100-east"]),
+        (None, "dedicated", "westeurope", 96, ["mi300x"]),
+        ("standardDSv2Family", "dedicated", "westeurope", 4, ["image-builder"]),
     ]
 
 
@@ -287,7 +313,7 @@ def test_plan_writes_the_offline_half(tmp_path: Path, capsys: Any) -> None:
     assert main(["plan", "--stack", "dev", "--out", str(out)]) == 0
     written = json.loads((out / "preflight.json").read_text())
     assert written["demand"][0] == {
-        "family": "standardNDASv4_A100Family", "tier": "dedicated", "vcpus": 192,
+        "family": "standardNDASv4_A100Family", "tier": "dedicated", "region": "westeurope", "vcpus": 192,
         "clusters": [{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2, "vcpus_per_node": 96}],
     }
     assert "standardNDASv4_A100Family" in capsys.readouterr().out
