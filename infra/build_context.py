@@ -37,6 +37,7 @@ import pulumi_azure_native.storage as storage
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
 from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, role_definition_id, stable_guid
+from infra.paths import files_inside
 
 CONTAINER = "environment-builds"
 DIGEST_LENGTH = 16
@@ -52,11 +53,13 @@ RETRY_EVERY_S = 15.0
 
 
 def context_files(folder: Path) -> dict[str, str]:
-    """Every file of a build context: path relative to ``folder`` (POSIX) -> SHA-256 of its bytes."""
+    """Every file of a build context: path relative to ``folder`` (POSIX) -> SHA-256 of its bytes.
+
+    A symbolic link that leads outside the context is neither read nor uploaded: the context is the
+    stack's, the rest of the machine is not (:func:`infra.paths.files_inside`)."""
     return {
         p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        for p in sorted(files_inside(folder))
     }
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import PydanticCustomError
 
 from infra.model import Cluster, Environment, Network, Workspace
+from infra.paths import resolve_inside
 from model import NAMESPACE
 from model.errors import ConfigError
 from model.fabric_check import fabric_check_runs
@@ -75,6 +76,7 @@ class StackConfig(BaseModel):
     @model_validator(mode="after")
     def _runs_reference_the_stack(self, info: ValidationInfo) -> StackConfig:
         root = Path((info.context or {}).get("root", "."))
+        _paths_stay_inside(self, root)
         for i, env in enumerate(self.environments):
             if env.build is not None and not (root / env.build.path / env.build.dockerfile_path).is_file():
                 raise _reference_error(
@@ -129,6 +131,25 @@ class StackConfig(BaseModel):
     @property
     def workspace_location(self) -> str:
         return self.workspace.location or self.location
+
+
+def _paths_stay_inside(config: StackConfig, root: Path) -> None:
+    """Every path the stack names leads, symbolic links followed, inside the project root: the stack file
+    is untrusted input (fork pull requests are planned), and what these paths name is read and uploaded."""
+    named: list[tuple[str, str]] = []
+    for i, env in enumerate(config.environments):
+        if env.build is not None:
+            named.append((f"environments[{i}].build.path", env.build.path))
+            named.append((f"environments[{i}].build.dockerfile_path", f"{env.build.path}/{env.build.dockerfile_path}"))
+        if env.conda_file is not None:
+            named.append((f"environments[{i}].conda_file", env.conda_file))
+    named += [(f"jobs[{i}].code", run.code) for i, run in enumerate(config.jobs)]
+    for key, path in named:
+        if resolve_inside(root, path) is None:
+            raise _reference_error(
+                key, f"{path!r} leads outside the project root (symbolic links followed); "
+                "name a file or folder inside the project"
+            )
 
 
 def _hint(value: str, known: Mapping[str, object]) -> str:

@@ -80,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
         where = f" ({err.filename})" if err.filename else ""
         raise UserError(f"cannot write the plan to {out}: {err.strerror or err}{where}", key="--out") from None
 
+    for folder, links in result.outside_links().items():
+        _progress(
+            f"note: code folder {folder!r}: symbolic links leading outside it are neither scanned nor "
+            f"uploaded: {', '.join(links)}"
+        )
     if args.format == "json":
         print(canonical_json(result.summary(out)), end="")
     else:
@@ -122,6 +127,14 @@ class PlanResult:
 
         subscription = self.stack.file.config.get("azure-native:subscriptionId")
         return offline(self.stack.config, self.stack.name, subscription if isinstance(subscription, str) else None)
+
+    def outside_links(self) -> dict[str, tuple[str, ...]]:
+        """Each runs' code folder holding symbolic links that lead outside it, with those links."""
+        from jobs.code_scan import outside_links
+
+        folders = sorted({run.spec["code"] for run in self.runs})
+        found = {folder: outside_links(self.stack.root / folder) for folder in folders}
+        return {folder: links for folder, links in found.items() if links}
 
     def summary(self, out: Path) -> dict[str, Any]:
         return {
