@@ -14,7 +14,7 @@ import sys
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan", "preflight", "run-local", "submit", "policy", "schema", "doctor")
+COMMANDS = ("plan", "preflight", "run-local", "submit", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 

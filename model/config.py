@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,26 @@ from model.stackfile import SECRET_PLACEHOLDER, StackFile
 from model.waivers import Waiver
 
 LOCATION_KEY = "azure-native:location"
+SUBSCRIPTION_KEY = "azure-native:subscriptionId"
+
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+SAME_SUBSCRIPTION: Mapping[str, str] = {
+    "workspace.customer_managed_key.key_vault": (
+        "the key vault holding a customer-managed key must be in the workspace's subscription "
+        "(Azure ML, \"Use customer-managed keys\")"
+    ),
+    "network.subnet_id": (
+        "the training subnet's virtual network must be in the workspace's subscription "
+        "(Azure ML, \"Secure a training environment with virtual networks\")"
+    ),
+    "workspace.primary_user_assigned_identity": (
+        "the stack looks the workspace's user-assigned identity up in the deployment subscription to grant "
+        "it the roles Azure ML documents (\"Set up authentication between Azure Machine Learning and other "
+        "services\"); use an identity in that subscription"
+    ),
+}
+"""Resource ids the workspace's own subscription must hold, and why (the rule Azure documents)."""
 
 
 def _reference_error(key: str, message: str) -> PydanticCustomError:
@@ -46,6 +67,8 @@ class StackConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     location: str = Field(min_length=1)
+    subscription_id: str | None = None
+    """``azure-native:subscriptionId``: the subscription ``pulumi up`` deploys to, when the stack pins it."""
     workspace: Workspace
     network: Network = Network()
     clusters: list[Cluster] = Field(min_length=1)
@@ -122,6 +145,38 @@ class StackConfig(BaseModel):
             object.__setattr__(self, "jobs", [*self.jobs, *checks])
         return self
 
+    @model_validator(mode="after")
+    def _one_subscription(self) -> StackConfig:
+        mismatch = self.subscription_mismatch(self.subscription_id)
+        if mismatch:
+            raise _reference_error(*mismatch)
+        return self
+
+    def subscription_references(self) -> list[tuple[str, str]]:
+        """(key, subscription id) of every resource id that must be in the workspace's subscription."""
+        ws = self.workspace
+        ids = {
+            "workspace.customer_managed_key.key_vault": ws.customer_managed_key.key_vault
+            if ws.customer_managed_key else None,
+            "network.subnet_id": self.network.subnet_id,
+            "workspace.primary_user_assigned_identity": ws.primary_user_assigned_identity,
+        }
+        return [(key, value.split("/")[2]) for key, value in ids.items() if value]
+
+    def subscription_mismatch(self, subscription: str | None) -> tuple[str, str] | None:
+        """(key, message) of the first id outside ``subscription`` (or, without it, outside the first id's).
+
+        GUIDs compare case-insensitively.
+        """
+        refs = self.subscription_references()
+        if not refs:
+            return None
+        expected, source = (subscription, SUBSCRIPTION_KEY) if subscription else (refs[0][1], refs[0][0])
+        for key, sub in refs:
+            if sub.lower() != expected.lower():
+                return key, (f"subscription {sub} differs from {expected} ({source}): {SAME_SUBSCRIPTION[key]}")
+        return None
+
     def cluster(self, name: str) -> Cluster:
         return next(c for c in self.clusters if c.name == name)
 
@@ -159,7 +214,7 @@ def _hint(value: str, known: Mapping[str, object]) -> str:
     return f"; known: {', '.join(known) or 'none declared'}"
 
 
-_FIELDS = tuple(name for name in StackConfig.model_fields if name != "location")
+_FIELDS = tuple(name for name in StackConfig.model_fields if name not in ("location", "subscription_id"))
 
 
 _UNION_TAGS = {"str", "int", "float", "bool", "pytorch", "mpi", "tensorflow"}
@@ -300,7 +355,8 @@ def _models_in(annotation: Any) -> list[Any]:
 
 
 def build(
-    values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset()
+    values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset(),
+    subscription: str | None = None,
 ) -> StackConfig:
     """Validate namespace values (key without namespace -> decoded value) into a :class:`StackConfig`.
 
@@ -323,7 +379,12 @@ def build(
     if location == SECRET_PLACEHOLDER:
         raise ConfigError("the region is encrypted (secure:) and cannot be read offline; a region is not a "
                           "secret: set it in plain text", file=file, key=LOCATION_KEY)
-    data = {"location": location or "", **values}
+    if subscription == SECRET_PLACEHOLDER:
+        subscription = None  # encrypted: unknown offline; `pulumi up` compares with the provider's own
+    if subscription is not None and not (isinstance(subscription, str) and _GUID.fullmatch(subscription)):
+        raise ConfigError(f"expected a subscription id (a GUID), got {json.dumps(subscription, default=str)[:60]}",
+                          file=file, key=SUBSCRIPTION_KEY)
+    data = {"location": location or "", "subscription_id": subscription, **values}
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
     try:
@@ -342,7 +403,8 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
         raise ConfigError(f"expected a region name such as westeurope (got {json.dumps(location, default=str)[:40]})",
                           file=stack.display, key=LOCATION_KEY)
     secret = frozenset(k.removeprefix(prefix) for k in stack.secret_keys if k.startswith(prefix))
-    return build(values, location=location, file=stack.display, root=root, secret=secret)
+    return build(values, location=location, file=stack.display, root=root, secret=secret,
+                 subscription=stack.config.get(SUBSCRIPTION_KEY))
 
 
 def from_pulumi_config(stack_name: str, root: Path) -> StackConfig:
@@ -368,4 +430,5 @@ def from_pulumi_config(stack_name: str, root: Path) -> StackConfig:
         k.removeprefix(prefix) for k in handed if k.startswith(prefix) and runtime_config.is_config_secret(k)
     )
     location = handed.get(LOCATION_KEY)
-    return build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root, secret=secret)
+    return build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root, secret=secret,
+                 subscription=handed.get(SUBSCRIPTION_KEY))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from azure.identity import EnvironmentCredential
 
 from amlgpu.cli import build_parser, main
@@ -133,8 +134,15 @@ def test_a_ready_stack_passes_every_check(preflight: Run, tmp_path: Path) -> Non
            "providers/Microsoft.MachineLearningServices/workspaces/mlw-gpu-dev'" in replay.query(log)["$filter"][0]
 
 
-def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflight: Run) -> None:
-    code, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=prod_routes())
+def prod_without_zone_ids(tmp_path: Path) -> Path:
+    config = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())["config"]
+    del config[f"{NS}:network"]["private_dns_zone_ids"]
+    return make_project(tmp_path / "project", config)
+
+
+def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflight: Run, tmp_path: Path) -> None:
+    code, report, _ = preflight("--stack", "test", "--subscription", SUB, routes=prod_routes(),
+                                root=prod_without_zone_ids(tmp_path))
     assert code == 1
     found = rows(report)
     problems = {name for name, (status, _, _) in found.items() if status == "PROBLEM"}
@@ -161,6 +169,13 @@ def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflig
         f"add it to network.private_dns_zone_ids: {{privatelink.api.azureml.ms: {HUB_DNS}/privatelink.api.azureml.ms}}")
     assert "private DNS zone privatelink.blob.core.windows.net" not in found
     assert found["build-context network path"][2].startswith("add 203.0.113.7/32 to network.operator_ip_ranges")
+
+
+def test_a_linked_zone_given_in_private_dns_zone_ids_is_used(preflight: Run) -> None:
+    code, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=prod_routes())
+    found = rows(report)
+    assert found["private DNS zone privatelink.api.azureml.ms"][0] == "OK"
+    assert code == 1  # the other problems of prod_routes stay
 
 
 def test_missing_credentials_give_one_line_and_unknown_rows(preflight: Run, capsys: Any) -> None:

@@ -117,7 +117,7 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
     ctx = preflight.Context(
         config=stack.config, arm=arm, subscription=subscription, now=preflight.now(),
         public_ip=(lambda: given_ip) if given_ip else (lambda: public_ip(transport=transport)),
-        private_dns_zone_ids=getattr(stack.config.network, "private_dns_zone_ids", None) or {},
+        private_dns_zone_ids=stack.config.network.private_dns_zone_ids,
     )
     try:
         return preflight.live_checks(ctx), None
