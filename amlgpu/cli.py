@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import keyword
 import os
 import sys
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan", "run-local", "submit", "policy", "schema", "doctor")
+COMMANDS = ("plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -22,6 +23,7 @@ _EPILOG = """\
 start here:
   amlgpu doctor                             what this machine can do, and what to install
   amlgpu plan --stack dev                   plan Pulumi.dev.yaml offline, with the policy verdict
+  amlgpu preflight --stack dev              what would stop the first pulumi up (quota, permissions...)
   amlgpu run-local ddp-train --stack dev    run a declared run here, as Azure ML would start it
   amlgpu submit ddp-train --stack dev       send it to the deployed workspace
   amlgpu COMMAND --help                     a command's options
@@ -47,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        importlib.import_module(f"amlgpu.commands.{name.replace('-', '_')}").register(sub)
+        module = name.replace("-", "_") + ("_" if keyword.iskeyword(name) else "")  # import -> import_
+        importlib.import_module(f"amlgpu.commands.{module}").register(sub)
     return parser
 
 

@@ -21,6 +21,7 @@ _FAMILY_TITLES = {
     "compute": "Compute",
     "environments": "Environments",
     "runs": "Distributed runs",
+    "budgets": "Budgets (cost at list price)",
 }
 
 

@@ -82,6 +82,12 @@ def run_setting(run: str, path: str, value: Any) -> Mutation:
     return mutate
 
 
+def priced_h100(b: Baseline) -> None:
+    """The cluster on Standard_ND96isr_H100_v5 in eastus2: priced in the shipped table (98.32 USD/h)."""
+    b.inputs(COMPUTE, CLUSTER)["location"] = "eastus2"
+    aml(b)["vmSize"] = "Standard_ND96isr_H100_v5"
+
+
 def both(*mutations: Mutation) -> Mutation:
     def mutate(b: Baseline) -> None:
         for m in mutations:
@@ -330,6 +336,17 @@ CASES = [
          "resolved against max nodes 4"),
     Case("run-environment-matches-plan", run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch:2"),
          "ddp-per-process", "is not registered by this stack"),
+    # budgets: the cluster moved to a size and region the shipped pricing table prices (H100, eastus2)
+    Case("stack-hourly-ceiling", lambda b: aml(b)["scaleSettings"].update(maxNodeCount=4), WORKSPACE,
+         "at least $393.28 (price unknown for image-builder) per hour, over the budget of $250.00 per hour",
+         comply=priced_h100, pack_config={"stack-hourly-ceiling": {"max_usd_per_hour": 250}}),
+    Case("run-cost-ceiling", run_setting("ddp-per-process", "spec.resources.instance_count", 4), "ddp-per-process",
+         "4 node(s) x $98.32 per hour x 2 h timeout = $786.56, over the budget of $500.00 per run",
+         comply=priced_h100, pack_config={"run-cost-ceiling": {"max_usd_per_run": 500}}),
+    Case("cluster-idle-floor", lambda b: aml(b)["scaleSettings"].update(minNodeCount=2), CLUSTER,
+         "$143,547.20 per month, over the budget of $100,000.00 per month",
+         comply=both(priced_h100, lambda b: aml(b)["scaleSettings"].update(minNodeCount=1)),
+         pack_config={"cluster-idle-floor": {"max_usd_per_month": 100000}}),
 ]
 
 
