@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
+COMMANDS = ("plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -24,6 +24,7 @@ _EPILOG = """\
 start here:
   amlgpu doctor                             what this machine can do, and what to install
   amlgpu plan --stack dev                   plan Pulumi.dev.yaml offline, with the policy verdict
+  amlgpu preflight --stack dev              what would stop the first pulumi up (quota, permissions...)
   amlgpu run-local ddp-train --stack dev    run a declared run here, as Azure ML would start it
   amlgpu submit ddp-train --stack dev       send it to the deployed workspace
   amlgpu COMMAND --help                     a command's options
