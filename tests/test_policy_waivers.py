@@ -244,3 +244,29 @@ def test_the_waiver_layout_is_hand_written_and_survives_regeneration() -> None:
     assert section in regenerated and extra in regenerated
     assert render(regenerated) == regenerated  # stable
     assert hand_written(render("")) == []  # nothing invented
+
+
+def test_plan_against_a_base_folder_opens_with_the_waiver_the_change_adds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`amlgpu plan --base DIR`: the base plan's waivers.json is the reference; a new stack-file waiver comes
+    first in the verdict, named as what this change waives."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    project = make_project(tmp_path / "project", config, stack="dev")
+    monkeypatch.chdir(project)
+    assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "base")]) == 0
+    assert json.loads((tmp_path / "base" / "waivers.json").read_text()) == []
+
+    cluster = config[f"{NS}:clusters"][0]
+    cluster["min_instances"] = 1  # compute-scale-to-zero (medium, advisory): the finding to waive
+    soon = (dt.date.today() + dt.timedelta(days=30)).isoformat()
+    config[f"{NS}:waivers"] = [{"rule": "compute-scale-to-zero", "resource": cluster["name"],
+                                "reason": "one warm node for the launch week demo (ML-77)", "expires": soon}]
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}))
+    assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "head"), "--base", str(tmp_path / "base")]) == 0
+    verdict = (tmp_path / "head" / "policy.md").read_text()
+    top = verdict.split("| Outcome | Count |")[0]
+    assert "### Waivers this change adds or changes" in top
+    assert f"this change waives **1 medium finding until {soon}** (new, stack file): `compute-scale-to-zero`" in top
