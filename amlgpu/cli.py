@@ -12,6 +12,7 @@ import importlib
 import keyword
 import os
 import sys
+from typing import NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
@@ -33,7 +34,7 @@ docs: docs/quickstart.md"""
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own exit code is 2 as well; keep its usage line
+    def error(self, message: str) -> NoReturn:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 

@@ -139,7 +139,7 @@ def _command_job_schema() -> Any:
 
 def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
     """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above."""
-    document = _plain(_command_job_schema().dump(build_job(spec, root=root)))
+    document: dict[str, Any] = _plain(_command_job_schema().dump(build_job(spec, root=root)))
     # abspath, not resolve(): a symlinked code folder stays where the project says it is.
     code = os.path.relpath(os.path.abspath(root / spec["code"]), os.path.abspath(code_relative_to))
     document["code"] = Path(code).as_posix()
