@@ -12,10 +12,11 @@ import importlib
 import keyword
 import os
 import sys
+from typing import NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
+COMMANDS = ("plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -23,6 +24,7 @@ _EPILOG = """\
 start here:
   amlgpu doctor                             what this machine can do, and what to install
   amlgpu plan --stack dev                   plan Pulumi.dev.yaml offline, with the policy verdict
+  amlgpu preflight --stack dev              what would stop the first pulumi up (quota, permissions...)
   amlgpu run-local ddp-train --stack dev    run a declared run here, as Azure ML would start it
   amlgpu submit ddp-train --stack dev       send it to the deployed workspace
   amlgpu COMMAND --help                     a command's options
@@ -32,7 +34,7 @@ docs: docs/quickstart.md"""
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own exit code is 2 as well; keep its usage line
+    def error(self, message: str) -> NoReturn:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
@@ -56,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
+        bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)
+        if bad is not None:  # no shell can pass one, but a caller of main() can: no path may hold it
+            raise UserError(f"argument {bad!r} holds a NUL byte")
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as err:
@@ -68,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``amlgpu`` console script: :func:`main`, then exit with its code."""
+    from amlgpu import interrupts
+
+    interrupts.install()  # done already when the package saw it was started as amlgpu; harmless again
     code = main()
     if code == 130:
         # An interrupted plan can leave the Pulumi runtime's worker threads waiting on futures that will

@@ -152,7 +152,7 @@ def _command_job_schema() -> Any:
 
 def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
     """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above."""
-    document = _plain(_command_job_schema().dump(build_job(spec, root=root)))
+    document: dict[str, Any] = _plain(_command_job_schema().dump(build_job(spec, root=root)))
     # abspath, not resolve(): a symlinked code folder stays where the project says it is.
     if spec.get("code") is not None:
         document["code"] = _relative(root / spec["code"], code_relative_to)

@@ -26,9 +26,11 @@ from typing import Any
 
 from infra import capabilities
 from infra.model import Cluster, Environment, environment_evidence, image_pinned, reference_version
+from infra.paths import resolve_inside
 from jobs import code_scan
 from jobs.launchers import PER_NODE_LAUNCHERS, command_scripts, infer_launcher, launcher_in_script
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
+from model import fabric
 from model.config import StackConfig
 from model.runs import DataInput, InlineEnvironment, Run
 
@@ -108,7 +110,8 @@ def _spec(run: Run, config: StackConfig, launcher: str, environment_id: str | di
         "services": services,
         "queue_settings": run.queue_settings.model_dump(exclude_none=True) if run.queue_settings else None,
     }
-    return _tidy(spec)
+    tidy: dict[str, Any] = _tidy(spec)
+    return tidy
 
 
 def _tidy(value: Any) -> Any:
@@ -127,13 +130,32 @@ def _bases(build_dir: Path, dockerfile: str) -> tuple[str, ...]:
     return capabilities.read_dockerfile(text).bases
 
 
+FabricSettings = tuple[tuple[str, str, str, bool], ...]
+
+
+def _baked_fabric_settings(environment: Environment | InlineEnvironment, root: Path) -> FabricSettings:
+    """Interconnect variables a build context's Dockerfile bakes into the image (see model.fabric)."""
+    if environment.build is None:
+        return ()
+    context = resolve_inside(root, environment.build.path)
+    dockerfile = resolve_inside(context, environment.build.dockerfile_path) if context else None
+    if dockerfile is None:
+        return ()  # the config check refuses paths leading outside the project
+    try:
+        with dockerfile.open("rb") as handle:  # a Dockerfile is small; read no more than 1 MiB of one
+            text = handle.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return ()  # the config check reports a missing Dockerfile; nothing baked is known
+    return tuple((s.name, s.value, s.where, s.resolved) for s in fabric.from_dockerfile(text, context))
+
+
 def _facts(
     *, id: str, name: str | None, source: str, caps: capabilities.Capabilities, image: str | None,
-    bases: tuple[str, ...] = (), pinned: bool,
+    bases: tuple[str, ...] = (), pinned: bool, fabric_settings: FabricSettings = (),
 ) -> EnvironmentFacts:
     return EnvironmentFacts(
         id=id, name=name, source=source, capabilities=tuple(sorted(caps.present)), pinned=pinned, image=image,
-        absent=tuple(sorted(caps.absent)), bases=bases,
+        absent=tuple(sorted(caps.absent)), bases=bases, fabric_settings=fabric_settings,
     )
 
 
@@ -151,7 +173,8 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         pinned = image_pinned(env.image) if env.image else all(image_pinned(b) for b in bases)
         label = env.image or f"build {env.build.path if env.build else ''}"
         return inline_environment(env), _facts(id=f"inline ({label})", name=None, source="inline", caps=caps,
-                                               image=env.image, bases=bases, pinned=pinned)
+                                               image=env.image, bases=bases, pinned=pinned,
+                                               fabric_settings=_baked_fabric_settings(env, root))
     declared: Environment | None = config.environment(env) or next(
         (e for e in config.environments if e.asset_id == env), None
     )
@@ -161,7 +184,7 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         pinned = declared.is_pinned and all(image_pinned(b) for b in bases)
         return declared.asset_id, _facts(id=declared.asset_id, name=declared.name, source=source,
                                          caps=declared.evidence(root), image=declared.image, bases=bases,
-                                         pinned=pinned)
+                                         pinned=pinned, fabric_settings=_baked_fabric_settings(declared, root))
     return env, _facts(id=env, name=None, source="external", caps=capabilities.of_reference(env), image=None,
                        pinned=reference_version(env) is not None)
 

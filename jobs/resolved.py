@@ -51,6 +51,9 @@ class EnvironmentFacts:
         if capability in self.capabilities:
             return "present"
         return "absent" if capability in self.absent else "unknown"
+    fabric_settings: tuple[tuple[str, str, str, bool], ...] = ()
+    """Interconnect variables the image bakes in (a build context's Dockerfile ``ENV`` and the
+    ``/etc/nccl.conf`` it writes): (name, value, where, resolved), see :mod:`model.fabric`."""
 
 
 @dataclass(frozen=True)
@@ -95,15 +98,17 @@ class ResolvedRun:
             props["environment"][key] = list(getattr(self.environment, key))
         for key in ("code_findings", "defaults", "missing_scripts"):
             props[key] = list(getattr(self, key))
+        props["environment"]["fabric_settings"] = [list(s) for s in self.environment.fabric_settings]
         return props
 
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> ResolvedRun:
-        cluster = {k: (int(v) if isinstance(v, float) else v) for k, v in props["cluster"].items()}
+        cluster: dict[str, Any] = {k: (int(v) if isinstance(v, float) else v) for k, v in props["cluster"].items()}
         # The engine drops None-valued props: restore the optional facts it left out.
         env = {"name": None, "image": None, **props["environment"]}
         for key in ("capabilities", "absent", "bases"):
             env[key] = tuple(env.get(key) or ())
+        env["fabric_settings"] = tuple(tuple(s) for s in env.get("fabric_settings") or ())
         nproc = props.get("launcher_nproc_per_node")
         return cls(
             name=props["name"],

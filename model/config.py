@@ -423,7 +423,7 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
 
 def _tag_of(model: Any) -> object:
     field = model.model_fields.get("type")
-    args = getattr(field.annotation, "__args__", ()) if field else ()
+    args: tuple[Any, ...] = getattr(field.annotation, "__args__", ()) if field else ()
     return args[0] if len(args) == 1 else None
 
 

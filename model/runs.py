@@ -15,6 +15,7 @@ clusters and environments are resolved by :mod:`jobs.resolve`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -310,6 +311,6 @@ class Run(Model):
     def undeclared_placeholders(self) -> list[str]:
         """Placeholders outside optional segments with no declared input/output (an optional segment whose
         input is left out is dropped by Azure ML, as CLI v2 documents)."""
-        declared = {"inputs": self.inputs, "outputs": self.outputs}
+        declared: dict[str, Mapping[str, object]] = {"inputs": self.inputs, "outputs": self.outputs}
         return [f"${{{{{kind}.{key}}}}}" for kind, key in self.placeholders(required_only=True)
                 if key not in declared[kind]]

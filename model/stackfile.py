@@ -4,7 +4,8 @@ The Pulumi CLI passes each config key to the program as a string, structured val
 and lists the keys set with ``--secret``. :func:`read` returns exactly that, plus a map from config
 paths to line numbers so errors and policy findings can point into the file.
 
-Encrypted values (``secure: v1:...``) cannot be decrypted offline; they are replaced by
+A top-level ``environment:`` (Pulumi ESC imports) is refused: its values reach ``pulumi up`` but never
+the offline gate. Encrypted values (``secure: v1:...``) cannot be decrypted offline; they are replaced by
 :data:`SECRET_PLACEHOLDER` and their top-level keys reported as secret, which is how the program
 sees them under ``pulumi preview`` too: as secret values.
 """
@@ -132,6 +133,11 @@ MAX_DEPTH = 64
 where a document nested 100,000 levels deep crashes the interpreter instead of raising an error."""
 
 
+def _line_of(event: yaml.Event) -> str:
+    """``line N`` of where a YAML event starts (every event the parser emits carries its mark)."""
+    return f"line {event.start_mark.line + 1}" if event.start_mark is not None else "line ?"
+
+
 def _check_bounds(text: str, name: str) -> None:
     """Refuse, before anything is built from it, a document whose expansion exceeds :data:`MAX_NODES` or
     whose nesting exceeds :data:`MAX_DEPTH`, or with an alias inside its own anchor (a cycle).
@@ -155,7 +161,7 @@ def _check_bounds(text: str, name: str) -> None:
                 if len(open_) > MAX_DEPTH:
                     raise ConfigError(
                         f"nested more than {MAX_DEPTH} levels deep (the limit for a stack file)",
-                        file=name, key=f"line {event.start_mark.line + 1}",
+                        file=name, key=_line_of(event),
                     )
             elif isinstance(event, yaml.CollectionEndEvent):
                 anchor, start = open_.pop()
@@ -166,14 +172,14 @@ def _check_bounds(text: str, name: str) -> None:
                     raise ConfigError(
                         f"invalid YAML: alias *{event.anchor} is inside its own anchor &{event.anchor} "
                         "(a value that contains itself)",
-                        file=name, key=f"line {event.start_mark.line + 1}",
+                        file=name, key=_line_of(event),
                     )
-                count += sizes.get(event.anchor, 1)
+                count += sizes.get(event.anchor or "", 1)
             if count > MAX_NODES:
                 raise ConfigError(
                     f"expands to more than {MAX_NODES:,} values (aliases counted in full), the limit for a "
                     "stack file: an alias bomb?",
-                    file=name, key=f"line {event.start_mark.line + 1}",
+                    file=name, key=_line_of(event),
                 )
     except yaml.YAMLError:
         return
@@ -229,6 +235,15 @@ def read(path: Path) -> StackFile:
         raise ConfigError("the file is empty; expected a 'config:' mapping", file=name)
     if not isinstance(document, dict):
         raise ConfigError("expected a mapping at the top level with a 'config:' key", file=name)
+    imports = document.get("environment")
+    if imports:
+        shown = ", ".join(str(i) for i in imports) if isinstance(imports, list) else json.dumps(imports, default=str)
+        raise ConfigError(
+            f"imports Pulumi ESC environment(s) {shown[:200]}: their values (which can set any config key) are "
+            "only known to `pulumi up`, so the offline gate would judge a stack other than the one deployed. Put "
+            "the values in this file (secrets as `pulumi config set --secret`), or remove the import",
+            file=name, key="environment",
+        )
     config = document.get("config", {})
     if config is None:
         config = {}

@@ -7,11 +7,12 @@ The same dict drives both gates::
       "compute-max-nodes": {"enforcementLevel": "mandatory", "max_nodes_per_cluster": 16},
       "compute-allowed-sizes": {"allowed_sizes": ["Standard_ND96isr_H100_v5"]},
       "run-tensorflow-parameter-servers": "disabled",              # a bare level is accepted too
+      "policy-waivers": {"max_days": 90, "waivers": [...]},        # waiver governance: policies.waivers
       "profile": "strict"                                          # optional: hygiene rules mandatory
     }
 
 Profiles (``"profile"``): ``default`` leaves every rule at its own level; ``strict`` makes every
-hygiene rule (no timeout, unpinned environments and images, tags without digest, small /dev/shm)
+hygiene rule (no timeout, unpinned environments, images and build bases, a small /dev/shm)
 mandatory. A rule's own entry wins, then ``all``, then the profile.
 
 CrossGuard reads it from ``pulumi preview --policy-pack policies --policy-pack-config FILE``; the
@@ -32,7 +33,13 @@ from typing import Any
 from model.errors import ConfigError
 from policies.catalogue import BY_ID
 from policies.rule import ENFORCEMENTS, Enforcement, Rule
+from policies.waivers import CONFIG_KEY as WAIVERS_KEY
+from policies.waivers import settings as waiver_settings
 
+DEFAULT_PATH = Path("policies") / "config.json"
+"""The project's pack config, relative to its root: ``amlgpu plan`` reads it unless told otherwise, the
+deploy workflow passes it to ``pulumi up --policy-pack-config``, and CrossGuard reads the platform's
+waivers from it. It belongs to the platform owners (CODEOWNERS)."""
 LEVEL_KEY = "enforcementLevel"
 ALL = "all"
 PROFILE = "profile"
@@ -58,7 +65,8 @@ def _level(value: Any, source: str, key: str) -> Enforcement:
         return "mandatory"
     if value not in ENFORCEMENTS:
         raise ConfigError(f"enforcement level {value!r} is not one of {', '.join(ENFORCEMENTS)}", file=source, key=key)
-    return value
+    level: Enforcement = value
+    return level
 
 
 def _param(rule: Rule, name: str, value: Any, source: str) -> Any:
@@ -100,7 +108,7 @@ def resolve(pack_config: Mapping[str, Any] | None, *, source: str = "policy pack
     if profile not in PROFILES:
         raise ConfigError(f"profile {profile!r} is not one of {', '.join(PROFILES)}", file=source, key=PROFILE)
     for key in config:
-        if key != ALL and key not in BY_ID:
+        if key not in (ALL, WAIVERS_KEY) and key not in BY_ID:
             close = difflib.get_close_matches(key, list(BY_ID), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else " (see `amlgpu policy list`)"
             raise ConfigError(f"unknown rule{hint}", file=source, key=key)
@@ -131,7 +139,10 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read policy pack config: {err}", file=str(path)) from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"not valid JSON: {err.msg}", file=path.name, key=f"line {err.lineno}") from None
+    except RecursionError:  # [[[[...]]]] deeper than the interpreter's stack
+        raise ConfigError("nested too deeply to be a pack config", file=path.name) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object of rule id -> settings", file=path.name)
     resolve(data, source=path.name)  # fail now, naming the file, rather than at evaluation
+    waiver_settings(data, source=path.name)
     return data

@@ -82,7 +82,10 @@ JOBS = [
     Job("cli/jobs/single-step/gpu_perf/gpu_perf_job.yml", "gpu-perf"),
     Job("cli/jobs/nebulaml/cifar10_deepspeed/job.yml", "nebula-cifar10-deepspeed", compute="nc96ads-a100",
         environment=ACPT),
-    Job("best-practices/largescale-deep-learning/Debugging/Compute/health_job.yaml", "node-health-check"),
+    Job("best-practices/largescale-deep-learning/Debugging/Compute/health_job.yaml", "node-health-check",
+        ("run-docker-args-confined",),
+        why="docker_args --volume=/var/log/syslog:... bind-mounts the node's syslog into the container: by design "
+        "for a node health check, still a path out of the container that a reviewer waives with the reason"),
     Job("best-practices/largescale-deep-learning/Training/Bert-Pretrain/AML-submit.yml", "bert-pretrain",
         compute="nd40rs-v2"),
     Job("best-practices/largescale-deep-learning/Training/Bert-Pretrain/AML-DeepSpeed-submit.yml",
@@ -281,11 +284,16 @@ def test_corpus_figures(corpus: Corpus) -> None:
     """The numbers docs/policies.md reports."""
     passed = [j for j in JOBS if not _mandatory(corpus.default, j.name)]
     blocked = [j for j in JOBS if _mandatory(corpus.default, j.name)]
-    assert (len(JOBS), len(passed), len(blocked)) == (11, 8, 3)
+    assert (len(JOBS), len(passed), len(blocked)) == (11, 7, 4)
     false = [(j.name, r) for j in JOBS for r in _mandatory(corpus.default, j.name) - set(j.blocked_by)]
     assert false == []
     docs = (ROOT / "docs" / "policies.md").read_text()
     assert f"{len(JOBS)} distributed jobs" in docs and f"| default | {len(passed)} | {len(blocked)} " in docs
+    names = {j.name for j in JOBS}
+    advisory = sum(1 for f in corpus.default.findings if f.owner.name in names and f.enforcement == "advisory")
+    hygiene = sum(1 for f in corpus.strict.findings if f.owner.name in names and f.rule.hygiene
+                  and f.enforcement == "mandatory")
+    assert f"give {advisory} advisory findings" in docs and f"{hygiene} hygiene findings over" in docs
 
 
 def test_excluded_jobs_are_named_in_the_corpus_readme() -> None:
