@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from model.errors import EXIT_USAGE, UserError
@@ -30,10 +31,41 @@ exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.
 docs: docs/quickstart.md"""
 
 
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`<]+?)(?:\s*<[^>]*>)?`")
+
+
+def plain(text: str) -> str:
+    """Docstring reStructuredText as terminal text: ``x`` -> x, :mod:`a.b` -> a.b, :class:`~a.B` -> B."""
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return text.replace("``", "").replace("\\ ", "")
+
+
 class _Parser(argparse.ArgumentParser):
+    """argparse with our exit code for usage errors and help without docstring markup."""
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
+    def format_usage(self) -> str:
+        return plain(super().format_usage())
+
     def error(self, message: str) -> None:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject's when run from a checkout that is not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("aml-gpu-training")
+    except metadata.PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"amlgpu {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
@@ -66,7 +99,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``amlgpu`` console script: :func:`main`, then exit with its code."""
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `amlgpu policy list | head`: the reader left; that is not an error worth a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
     if code == 130:
         # An interrupted plan can leave the Pulumi runtime's worker threads waiting on futures that will
         # never resolve, and the interpreter would wait for them at exit (the process hung on Ctrl-C).
