@@ -16,8 +16,12 @@ azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +40,33 @@ _RENDERED_KEYS = frozenset({
 })
 
 
+EXPERIMENTAL_LOGGER = "azure.ai.ml._utils._experimental"
+"""Where azure-ai-ml logs "Class QueueSettings: This is an experimental class..." on the first use of each
+such class: a notice for SDK users, not for someone planning a stack, and nothing they can act on."""
+
+
+@contextlib.contextmanager
+def quiet_azure_ai_ml() -> Iterator[None]:
+    """azure-ai-ml without its notices: the experimental-class log line, and the marshmallow 4 deprecation
+    warnings its own schemas raise (shown under ``python -W default`` or ``-X dev``). Errors still surface."""
+    logging.getLogger(EXPERIMENTAL_LOGGER).setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        try:
+            from marshmallow.warnings import Marshmallow4Warning
+        except ImportError:  # marshmallow 4 raises none of them
+            pass
+        else:
+            warnings.simplefilter("ignore", Marshmallow4Warning)
+        yield
+
+
 def build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
     """The azure-ai-ml ``CommandJob`` for a resolved spec, ``code`` taken relative to ``root``."""
+    with quiet_azure_ai_ml():
+        return _build_job(spec, root=root)
+
+
+def _build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
     from azure.ai.ml import Input, MpiDistribution, Output, PyTorchDistribution, TensorFlowDistribution, command
     from azure.ai.ml.entities import (
         AmlTokenConfiguration,
@@ -139,7 +168,9 @@ def _command_job_schema() -> Any:
 
 def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
     """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above."""
-    document = _plain(_command_job_schema().dump(build_job(spec, root=root)))
+    job = build_job(spec, root=root)
+    with quiet_azure_ai_ml():
+        document = _plain(_command_job_schema().dump(job))
     # abspath, not resolve(): a symlinked code folder stays where the project says it is.
     code = os.path.relpath(os.path.abspath(root / spec["code"]), os.path.abspath(code_relative_to))
     document["code"] = Path(code).as_posix()
