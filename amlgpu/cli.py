@@ -15,16 +15,17 @@ import sys
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan", "run-local", "submit", "policy", "schema", "doctor")
+COMMANDS = ("init", "plan", "run-local", "submit", "policy", "schema", "doctor")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
 _EPILOG = """\
 start here:
+  amlgpu init --stack mine                  write Pulumi.mine.yaml, a commented stack that plans clean
   amlgpu doctor                             what this machine can do, and what to install
-  amlgpu plan --stack dev                   plan Pulumi.dev.yaml offline, with the policy verdict
-  amlgpu run-local ddp-train --stack dev    run a declared run here, as Azure ML would start it
-  amlgpu submit ddp-train --stack dev       send it to the deployed workspace
+  amlgpu plan --stack mine                  plan Pulumi.mine.yaml offline, with the policy verdict
+  amlgpu run-local ddp-train --stack mine   run a declared run here, as Azure ML would start it
+  amlgpu submit ddp-train --stack mine      send it to the deployed workspace
   amlgpu COMMAND --help                     a command's options
 
 exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.
