@@ -11,6 +11,9 @@ write a file that does not say what the job holds:
   ``wasbs://`` and ``abfss://`` URLs with ``azureml:``, which turns them into asset names.
 * empty mappings it adds (``parameters: {}``, ``properties: {}``) are left out, as in the spec.
 
+The files carry no ``name``: a job name can be used once per workspace, and a file that could be
+submitted only once is a trap (``amlgpu submit`` names each submission ``<run>-<timestamp>``).
+
 azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`build_job`.
 """
 
@@ -166,8 +169,14 @@ def _command_job_schema() -> Any:
     return CommandJobSchema(context={BASE_PATH_CONTEXT_KEY: "./"})
 
 
-def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
-    """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above."""
+def job_document(
+    spec: dict[str, Any], *, code_relative_to: Path, root: Path, with_name: bool = False
+) -> dict[str, Any]:
+    """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above.
+
+    ``name`` is left out unless ``with_name``: Azure ML job names are unique in a workspace forever, so a
+    file carrying one could be submitted once only (``az ml job create -f`` then generates a name, and
+    ``amlgpu submit`` gives each submission its own)."""
     job = build_job(spec, root=root)
     with quiet_azure_ai_ml():
         document = _plain(_command_job_schema().dump(job))
@@ -177,15 +186,18 @@ def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) ->
     for name, declared in (spec.get("inputs") or {}).items():
         if isinstance(declared, dict) and "path" in declared:
             document["inputs"][name]["path"] = declared["path"]
+    if not with_name:
+        document.pop("name", None)
     return document
 
 
-def job_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> str:
-    """The CLI v2 command job file for ``spec``, to be written in the folder ``code_relative_to``.
+def job_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path, with_name: bool = False) -> str:
+    """The CLI v2 command job file for ``spec``, to be written in the folder ``code_relative_to`` (without
+    ``name`` unless ``with_name``: see :func:`job_document`).
 
     Byte-identical for the same input: keys sorted, no timestamps, no machine-specific paths.
     """
-    document = job_document(spec, code_relative_to=code_relative_to, root=root)
+    document = job_document(spec, code_relative_to=code_relative_to, root=root, with_name=with_name)
     body = yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
                      allow_unicode=True)
     return SCHEMA_COMMENT + body
