@@ -68,7 +68,7 @@ class Outcome:
         line), else the one ``error: ...`` line."""
         errors = [line for line in self.err.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1, self.err
-        problems = [line for line in self.err.splitlines() if not line.startswith("error: ")]
+        problems = [line for line in self.err.splitlines() if line.startswith("Pulumi.")]
         return problems[0] if problems else errors[0]
 
 
