@@ -11,7 +11,9 @@ import pulumi
 import pulumi_azure_native.authorization as authorization
 
 from infra.access import ClusterAccess, ClusterAccessArgs
-from infra.environment import Environment, EnvironmentArgs, build_container
+from infra.azure import principal_type
+from infra.build_context import BuildContexts, BuildContextsArgs
+from infra.environment import Environment, EnvironmentArgs
 from infra.gpu_cluster import ComputePlacement, GpuCluster, ImageBuilder
 from infra.network import Network, NetworkArgs
 from infra.private_link import PrivateLinks, PrivateLinksArgs, PrivateTarget
@@ -105,7 +107,18 @@ for name in sorted(system_assigned):
     )
 
 contexts = (
-    build_container(workspace.storage_account.name, workspace.resource_group_name, workspace)
+    BuildContexts(
+        "build-contexts",
+        BuildContextsArgs(
+            workspace_name=config.workspace.name,
+            account_name=workspace.storage_account.name,
+            resource_group_name=workspace.resource_group_name,
+            subscription_id=client.subscription_id,
+            deployer_object_id=client.object_id,
+            deployer_principal_type=principal_type(client.client_id, config.workspace.deployer_principal_type),
+        ),
+        parent=workspace,
+    )
     if any(e.build for e in config.environments)
     else None
 )
@@ -117,8 +130,7 @@ environments = {
             root=ROOT,
             workspace_name=workspace.workspace_name,
             resource_group_name=workspace.resource_group_name,
-            storage_account_name=workspace.storage_account.name,
-            build_container_name=contexts.name if contexts else "",
+            contexts=contexts,
         ),
         # A private workspace builds images on its image-build cluster: it must exist first.
         opts=pulumi.ResourceOptions(depends_on=[builder]) if builder is not None and e.build else None,

@@ -13,6 +13,7 @@ import pulumi
 
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
 TENANT_ID = "11111111-1111-1111-1111-111111111111"
+BUILD_CONTEXT_UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
 _IDS = uuid.UUID("0b7a64c4-3c0e-4a5f-8f8e-0e6f3c5a9d21")
 
 # type token -> (ARM provider/type path, the input holding the resource's own name)
@@ -24,10 +25,6 @@ _ARM: dict[str, tuple[str, str]] = {
     "azure-native:storage:BlobContainer": (
         "Microsoft.Storage/storageAccounts/{accountName}/blobServices/default/containers",
         "containerName",
-    ),
-    "azure-native:storage:Blob": (
-        "Microsoft.Storage/storageAccounts/{accountName}/blobServices/default/containers/{containerName}/blobs",
-        "blobName",
     ),
     "azure-native:keyvault:Vault": ("Microsoft.KeyVault/vaults", "vaultName"),
     "azure-native:containerregistry:Registry": ("Microsoft.ContainerRegistry/registries", "registryName"),
@@ -66,6 +63,11 @@ _ARM: dict[str, tuple[str, str]] = {
 }
 
 
+def subscription_id() -> str:
+    """The provider's subscription: ``azure-native:subscriptionId`` when the stack sets it."""
+    return pulumi.Config("azure-native").get("subscriptionId") or SUBSCRIPTION_ID
+
+
 def _guid(*parts: str) -> str:
     return str(uuid.uuid5(_IDS, "/".join(parts)))
 
@@ -74,10 +76,13 @@ def arm_id(token: str, name: str, inputs: dict[str, Any]) -> str:
     """The ARM id Azure would give the resource (scoped resources hang off their ``scope``/``resourceUri``)."""
     if token == "azure-native:authorization:RoleAssignment":
         return f"{inputs['scope']}/providers/Microsoft.Authorization/roleAssignments/{inputs['roleAssignmentName']}"
+    if token == BUILD_CONTEXT_UPLOAD:
+        # The dynamic provider's id: the context's URI.
+        return f"https://{inputs['accountName']}.blob.core.windows.net/{inputs['containerName']}/{inputs['prefix']}"
     if token == "azure-native:monitor:DiagnosticSetting":
         return f"{inputs['resourceUri']}/providers/Microsoft.Insights/diagnosticSettings/{inputs.get('name', name)}"
     path, name_key = _ARM.get(token, ("", ""))
-    group = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{inputs.get('resourceGroupName', name)}"
+    group = f"/subscriptions/{subscription_id()}/resourceGroups/{inputs.get('resourceGroupName', name)}"
     if not path:
         return group
     own = inputs.get(name_key) or name
@@ -132,7 +137,7 @@ class AzureMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         if args.token == "azure-native:authorization:getClientConfig":
             return {
-                "subscriptionId": SUBSCRIPTION_ID,
+                "subscriptionId": subscription_id(),
                 "tenantId": TENANT_ID,
                 "clientId": _guid("client"),
                 "objectId": _guid("operator"),

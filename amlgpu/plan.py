@@ -26,6 +26,7 @@ from model import NAMESPACE
 from model.stackfile import SECRET_PLACEHOLDER, StackFile
 
 STACK_TYPE = "pulumi:pulumi:Stack"
+DYNAMIC_PROVIDER_KEY = "__provider"
 
 
 @dataclass
@@ -113,6 +114,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             if request.dependencies:
                 options["dependsOn"] = sorted({_name_of(u) for u in request.dependencies})
             inputs = rpc.deserialize_properties(request.object, keep_unknowns=True, keep_internal=False)
+            # A dynamic resource carries its provider's serialized code: not an input Azure receives.
+            inputs.pop(DYNAMIC_PROVIDER_KEY, None)
             parent = _name_of(request.parent) if request.parent and _type_of(request.parent) != STACK_TYPE else None
             self.plan.resources.append(
                 PlannedResource(

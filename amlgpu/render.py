@@ -16,7 +16,7 @@ _OWN_NAME = {
     "azure-native:machinelearningservices:EnvironmentVersion": "version",
     "azure-native:storage:StorageAccount": "accountName",
     "azure-native:storage:BlobContainer": "containerName",
-    "azure-native:storage:Blob": "blobName",
+    "pulumi-python:dynamic/amlgpu:BuildContextUpload": "prefix",
     "azure-native:keyvault:Vault": "vaultName",
     "azure-native:containerregistry:Registry": "registryName",
     "azure-native:resources:ResourceGroup": "resourceGroupName",

@@ -88,9 +88,8 @@ _ENVIRONMENTS: tuple[tuple[str, dict[str, Any]], ...] = (
                    "provides": ["cuda", "nccl", "mpi", "mpi4py", "pytorch", "deepspeed", "transformers",
                                 "accelerate", "infiniband"]}),
     ("horovod", {"name": "horovod", "version": "2",
-                 "image": "mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04:20240701.v1",
-                 "conda_file": "environments/horovod/conda.yaml",
-                 "provides": ["cuda", "nccl", "mpi", "mpi4py", "horovod", "pytorch", "infiniband"]}),
+                 "build": {"path": "environments/horovod"},
+                 "provides": ["cuda", "nccl", "mpi", "horovod", "pytorch", "infiniband"]}),
     ("tensorflow", {"name": "tf-gpu", "version": "2",
                     "build": {"path": "environments/tensorflow"},
                     "provides": ["cuda", "nccl", "mpi", "tensorflow", "infiniband"]}),
@@ -288,14 +287,15 @@ def write_project(folder: Path, config: dict[str, Any], stack: str = STACK) -> P
     """A project folder holding the real program and ``Pulumi.<stack>.yaml`` with ``config``.
 
     The program and project file are copied (the program resolves paths against its own folder); the
-    folders runs and environments point into (``jobs/``, ``environments/``) are linked to the real ones.
+    folders runs and environments point into (``jobs/workloads/``, ``environments/``) are copied: a stack's
+    paths must lead inside its project.
     """
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, folder / name)
-    for name in ("environments", "jobs"):
+    for name in ("environments", "jobs/workloads"):
         if not (folder / name).exists():
-            (folder / name).symlink_to(ROOT / name)
+            shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     return folder
 

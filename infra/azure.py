@@ -12,12 +12,26 @@ ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 STORAGE_FILE_DATA_PRIVILEGED_CONTRIBUTOR = "69566ab7-960f-475b-8e7c-b3118f30c6bd"
 
+# Microsoft first-party application ids (Microsoft Learn, "Verify first-party Microsoft applications in
+# sign-in reports"): a token from the Azure CLI or Azure PowerShell belongs to a signed-in user.
+USER_SIGN_IN_APPS = frozenset({
+    "04b07795-8ddb-461a-bbee-02f9e1bf7b46",  # Microsoft Azure CLI
+    "1950a258-227b-4e31-a9cf-717495945fc2",  # Microsoft Azure PowerShell
+})
+
 # A fixed namespace so role-assignment names (which must be GUIDs) are stable across runs and machines.
 _NAMESPACE = uuid.UUID("6f1c7d2e-1b7a-4d4e-9a53-7a0d3c1f2b90")
 
 
 def role_definition_id(subscription_id: str, role: str) -> str:
     return f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/{role}"
+
+
+def principal_type(client_id: str, declared: str | None = None) -> str:
+    """The role-assignment principalType of the caller ``getClientConfig`` describes."""
+    if declared:
+        return declared
+    return "User" if client_id in USER_SIGN_IN_APPS else "ServicePrincipal"
 
 
 def stable_guid(*parts: str) -> str:

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pulumi
 import pulumi_azure_native.machinelearningservices as ml
-import pulumi_azure_native.storage as storage
 
+from infra.build_context import BuildContexts
 from infra.model import Environment as EnvironmentConfig
 
 TYPE = "aml-gpu-training:infra:Environment"
-BUILD_CONTAINER = "environment-builds"
 
 
 @dataclass(frozen=True)
@@ -31,13 +30,8 @@ class EnvironmentArgs:
     """Project root: build contexts and conda files are relative to it."""
     workspace_name: pulumi.Input[str]
     resource_group_name: pulumi.Input[str]
-    storage_account_name: pulumi.Input[str]
-    build_container_name: pulumi.Input[str]
-
-
-def _build_files(folder: Path) -> list[Path]:
-    # Sorted so the plan (and the upload order) is the same on every machine.
-    return sorted(p for p in folder.rglob("*") if p.is_file())
+    contexts: BuildContexts | None = None
+    """Where build contexts go (required when the environment has ``build``)."""
 
 
 class Environment(pulumi.ComponentResource):
@@ -51,7 +45,6 @@ class Environment(pulumi.ComponentResource):
             self.register_outputs({"assetId": self.asset_id})
             return
 
-        child = pulumi.ResourceOptions(parent=self)
         container = ml.EnvironmentContainer(
             f"{name}-container",
             name=cfg.name,
@@ -64,30 +57,22 @@ class Environment(pulumi.ComponentResource):
         )
 
         build = None
+        after: list[pulumi.Resource] = []
         if cfg.build is not None:
-            context = args.root / cfg.build.path
-            prefix = f"{cfg.name}/{cfg.version}"
-            for file in _build_files(context):
-                relative = file.relative_to(context).as_posix()
-                storage.Blob(
-                    f"{name}-{cfg.version}-ctx-{relative}",
-                    account_name=args.storage_account_name,
-                    container_name=args.build_container_name,
-                    resource_group_name=args.resource_group_name,
-                    blob_name=f"{prefix}/{relative}",
-                    type="Block",
-                    # Relative to the project root, where Pulumi runs the program: the plan stays the same
-                    # on every machine.
-                    source=pulumi.FileAsset((Path(cfg.build.path) / relative).as_posix()),
-                    opts=child,
-                )
+            if args.contexts is None:
+                raise ValueError(f"environment {cfg.name!r} has a build context but no BuildContexts was given")
+            upload = args.contexts.upload(
+                f"{name}-{cfg.version}-context", cfg.name, str(cfg.version), args.root, cfg.build.path, self
+            )
             build = ml.BuildContextArgs(
                 context_uri=pulumi.Output.concat(
-                    "https://", args.storage_account_name, ".blob.core.windows.net/",
-                    args.build_container_name, f"/{prefix}/",
+                    "https://", args.contexts.account_name, ".blob.core.windows.net/",
+                    args.contexts.container.name, "/", upload.context_prefix,
                 ),
                 dockerfile_path=cfg.build.dockerfile_path,
             )
+            # Azure ML builds the image from the context as soon as the version exists: upload first.
+            after.append(upload)
 
         conda = (args.root / cfg.conda_file).read_text(encoding="utf-8") if cfg.conda_file else None
         version = ml.EnvironmentVersion(
@@ -104,21 +89,8 @@ class Environment(pulumi.ComponentResource):
                 description=cfg.description,
                 tags={**cfg.tags, "provides": ",".join(sorted(cfg.capabilities))} if cfg.capabilities else cfg.tags,
             ),
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, depends_on=after),
         )
         self.asset_id = version.id.apply(lambda _: cfg.asset_id)
         self.register_outputs({"assetId": self.asset_id})
 
-
-def build_container(
-    account_name: pulumi.Input[str], resource_group_name: pulumi.Input[str], parent: pulumi.Resource
-) -> storage.BlobContainer:
-    """The private container build contexts are uploaded to (one per workspace)."""
-    return storage.BlobContainer(
-        f"{BUILD_CONTAINER}",
-        container_name=BUILD_CONTAINER,
-        account_name=account_name,
-        resource_group_name=resource_group_name,
-        public_access="None",
-        opts=pulumi.ResourceOptions(parent=parent),
-    )

@@ -96,6 +96,10 @@ class Workspace(Model):
     protect: StrictBool = True
     """Protect the workspace, its storage and key vault from deletion (``pulumi destroy`` refuses)."""
     log_retention_days: Annotated[StrictInt, Field(ge=30, le=730)] = 30
+    deployer_principal_type: Literal["User", "ServicePrincipal"] | None = None
+    """What runs ``pulumi up``: the stack grants it a data role on the build-context container, and Azure
+    refuses a role assignment whose principalType does not match (UnmatchedPrincipalType). Left out, it is
+    ``User`` when the Azure CLI or Azure PowerShell signed in, else ``ServicePrincipal``."""
 
     @model_validator(mode="after")
     def _primary_identity(self) -> Workspace:

@@ -12,14 +12,16 @@ GitLab, OpenAI, Azure storage account keys and SAS signatures).
 What it skips, to stay fast on big folders: files over :data:`MAX_BYTES`, binary files (a NUL byte
 in the first block), and tool folders that are never training code (:data:`SKIPPED_DIRS`). It does
 not read ``.amlignore``/``.gitignore``: a key that is ignored is still reported, because removing it
-is safer than relying on an ignore rule.
+is safer than relying on an ignore rule. Symbolic links that lead outside the folder are never
+followed: the folder is untrusted input, and a link to ``/etc`` is not the run's code.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+from infra.paths import files_inside, links_outside
 
 MAX_BYTES = 1 << 20
 """Files larger than this (1 MiB) are not read: keys and tokens live in small files."""
@@ -62,12 +64,16 @@ def _holds_secret(path: Path) -> bool:
 
 
 def scan(folder: Path) -> tuple[str, ...]:
-    """Paths, relative to ``folder`` and POSIX-style, of files holding private keys or tokens (sorted)."""
+    """Paths, relative to ``folder`` and POSIX-style, of files holding private keys or tokens (sorted).
+
+    Symbolic links that lead outside ``folder`` are not read (:func:`outside_links` names them)."""
     found: list[str] = []
-    for current, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in files:
-            path = Path(current, name)
-            if name in _KEY_FILE_NAMES or path.suffix.lower() in _KEY_STORE_SUFFIXES or _holds_secret(path):
-                found.append(path.relative_to(folder).as_posix())
+    for path in files_inside(folder, skip_dirs=SKIPPED_DIRS):
+        if path.name in _KEY_FILE_NAMES or path.suffix.lower() in _KEY_STORE_SUFFIXES or _holds_secret(path):
+            found.append(path.relative_to(folder).as_posix())
     return tuple(sorted(found))
+
+
+def outside_links(folder: Path) -> tuple[str, ...]:
+    """Symbolic links in ``folder`` that lead outside it: neither scanned nor uploaded (relative, sorted)."""
+    return links_outside(folder)

@@ -8,7 +8,9 @@ subscription (its id is the mock's zeros): ``AZURE_SUBSCRIPTION_ID`` supplies it
 What is sent: the run resolved from the stack file now, which must equal the ``jobs`` output the
 workspace coordinates came from. A run edited since the last plan or ``pulumi up`` is refused, so
 what is submitted is what the policy pack checked. A code folder holding private keys or tokens is
-refused too: Azure ML would upload it into the workspace's storage.
+refused too: Azure ML would upload it into the workspace's storage. Symbolic links in the code folder
+that lead outside it are not uploaded (azure-ai-ml would follow them): the folder is sent as a copy
+without them.
 
 Each submission gets a fresh job name, ``<run>-<UTC yyyymmdd-hhmmss>``, because Azure ML job names
 are unique per workspace forever; ``display_name`` defaults to the run's name so the studio groups
@@ -17,17 +19,21 @@ them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from infra.paths import files_inside
+from jobs import code_scan
 from jobs.render import build_job, job_yaml
 from jobs.resolve import resolve_run
 from jobs.resolved import ResolvedRun
@@ -223,10 +229,34 @@ def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOut
     return Submission(run=run, spec=dict(sorted(spec.items())), workspace=workspace)
 
 
+@contextlib.contextmanager
+def uploadable(root: Path, code: str) -> Iterator[Path]:
+    """A project root whose ``code`` folder may be uploaded as it is: ``root`` itself, or, when the folder
+    holds symbolic links that lead outside it, a temporary copy without them (removed afterwards).
+
+    azure-ai-ml follows every link when it uploads a code folder; a link to ``/etc`` would send the
+    machine's files to the workspace's storage."""
+    folder = root / code
+    if not code_scan.outside_links(folder):
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix="amlgpu-submit-") as scratch:
+        staged = Path(scratch) / code
+        staged.mkdir(parents=True)
+        for file in files_inside(folder):
+            target = staged / file.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, target)
+        yield Path(scratch)
+
+
 def dry_run(submission: Submission, *, root: Path, out: TextIO | None = None) -> int:
     """Print the workspace and the job file that would be sent (``code`` relative to the current folder)."""
     out = out or sys.stdout
     print(f"# would submit to {submission.workspace.describe()}", file=out)
+    links = code_scan.outside_links(root / submission.spec["code"])
+    if links:
+        print(f"# not uploaded (symbolic links leading outside the code folder): {', '.join(links)}", file=out)
     print(job_yaml(submission.spec, code_relative_to=Path.cwd(), root=root, with_name=True), end="", file=out)
     return EXIT_OK
 
@@ -260,7 +290,8 @@ def submit(submission: Submission, *, root: Path, client: Client, out: TextIO | 
 
     out = out or sys.stdout
     try:
-        created = client.jobs.create_or_update(build_job(submission.spec, root=root))
+        with uploadable(root, submission.spec["code"]) as upload_root:
+            created = client.jobs.create_or_update(build_job(submission.spec, root=upload_root))
     except ClientAuthenticationError as err:
         raise UserError(f"cannot sign in to Azure (az login, or a managed identity): {_first_line(err)}") from None
     except HttpResponseError as err:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import PydanticCustomError
 
 from infra.model import Cluster, Environment, Network, Workspace
+from infra.paths import resolve_inside
 from model import NAMESPACE
 from model.errors import ConfigError, Problem
 from model.fabric_check import fabric_check_runs
@@ -92,6 +93,8 @@ class StackConfig(BaseModel):
                     )
 
     def _runs_reference_the_stack(self, found: _References, root: Path) -> None:
+        if _paths_outside(self, root, found):
+            return  # nothing outside the project is looked at, not even whether it exists
         for i, env in enumerate(self.environments):
             if env.build is not None and not (root / env.build.path / env.build.dockerfile_path).is_file():
                 found.add(
@@ -144,6 +147,26 @@ class StackConfig(BaseModel):
     @property
     def workspace_location(self) -> str:
         return self.workspace.location or self.location
+
+
+def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
+    """Every path the stack names leads, symbolic links followed, inside the project root: the stack file
+    is untrusted input (fork pull requests are planned), and what these paths name is read and uploaded.
+    Adds a problem for each path that does not; True when there was one."""
+    named: list[tuple[tuple[str | int, ...], str]] = []
+    for i, env in enumerate(config.environments):
+        if env.build is not None:
+            named.append((("environments", i, "build", "path"), env.build.path))
+            named.append((("environments", i, "build", "dockerfile_path"),
+                          f"{env.build.path}/{env.build.dockerfile_path}"))
+        if env.conda_file is not None:
+            named.append((("environments", i, "conda_file"), env.conda_file))
+    named += [(("jobs", i, "code"), run.code) for i, run in enumerate(config.jobs)]
+    outside = [(key, path) for key, path in named if resolve_inside(root, path) is None]
+    for key, path in outside:
+        found.add(key, f"{path!r} leads outside the project root (symbolic links followed); "
+                       "name a file or folder inside the project")
+    return bool(outside)
 
 
 def _hint(value: str, known: Mapping[str, object]) -> str:

@@ -128,6 +128,66 @@ class _FastUniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # ty
 
 _FastUniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _FastUniqueKeyLoader.yaml_implicit_resolvers = _WITHOUT_TIMESTAMPS
+_EVENT_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+MAX_BYTES = 8 * 1024 * 1024
+"""The largest stack file read: 15 times a generated stack of a thousand runs (556 KB)."""
+MAX_NODES = 500_000
+"""The most values (scalars, lists, mappings) a stack file may expand to, each alias counted as the whole
+value it repeats: 12 times a thousand-run stack (41,810). Go's YAML reader, which Pulumi and Kubernetes
+use, bounds alias expansion the same way (CVE-2019-11253); without a bound a 10-line file of nested
+anchors expands to billions of values."""
+MAX_DEPTH = 64
+"""The deepest nesting of lists and mappings (a stack file needs 7). libyaml's composer recurses in C,
+where a document nested 100,000 levels deep crashes the interpreter instead of raising an error."""
+
+
+def _check_bounds(text: str, name: str) -> None:
+    """Refuse, before anything is built from it, a document whose expansion exceeds :data:`MAX_NODES` or
+    whose nesting exceeds :data:`MAX_DEPTH`, or with an alias inside its own anchor (a cycle).
+
+    One pass over libyaml's parse events, in constant memory per anchor: it stops at the first event past
+    a limit, so a bomb is refused in milliseconds. Syntax errors are left to the parse that follows."""
+    sizes: dict[str, int] = {}
+    """Expanded size of each anchored value seen so far (the latest definition of a name wins, as in YAML)."""
+    open_: list[tuple[str | None, int]] = []
+    """The collections being read, outermost first: their anchor and the count at their start."""
+    count = 0
+    try:
+        for event in yaml.parse(text, Loader=_EVENT_LOADER):
+            if isinstance(event, yaml.ScalarEvent):
+                count += 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, yaml.CollectionStartEvent):
+                count += 1
+                open_.append((event.anchor, count))
+                if len(open_) > MAX_DEPTH:
+                    raise ConfigError(
+                        f"nested more than {MAX_DEPTH} levels deep (the limit for a stack file)",
+                        file=name, key=f"line {event.start_mark.line + 1}",
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, start = open_.pop()
+                if anchor is not None:
+                    sizes[anchor] = count - start + 1
+            elif isinstance(event, yaml.AliasEvent):
+                if any(anchor == event.anchor for anchor, _ in open_):
+                    raise ConfigError(
+                        f"invalid YAML: alias *{event.anchor} is inside its own anchor &{event.anchor} "
+                        "(a value that contains itself)",
+                        file=name, key=f"line {event.start_mark.line + 1}",
+                    )
+                count += sizes.get(event.anchor, 1)
+            if count > MAX_NODES:
+                raise ConfigError(
+                    f"expands to more than {MAX_NODES:,} values (aliases counted in full), the limit for a "
+                    "stack file: an alias bomb?",
+                    file=name, key=f"line {event.start_mark.line + 1}",
+                )
+    except yaml.YAMLError:
+        return
 
 
 def _parse(text: str, loader_class: type[Any]) -> tuple[yaml.Node | None, Any]:
@@ -167,11 +227,16 @@ def read(path: Path) -> StackFile:
     """Parse a stack file; any problem is a :class:`ConfigError` naming the file (and line)."""
     name = path.name
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError("stack file not found", file=str(path)) from None
     except OSError as err:
         raise ConfigError(f"cannot read stack file: {err.strerror or err}", file=str(path)) from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(
+            f"larger than {MAX_BYTES:,} bytes, the limit for a stack file", file=name
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -180,6 +245,7 @@ def read(path: Path) -> StackFile:
             f"not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded; save the file as UTF-8",
             file=name, key=f"line {line}",
         ) from None
+    _check_bounds(text, name)
     try:
         try:
             node, document = _parse(text, _FastUniqueKeyLoader)

@@ -1,12 +1,14 @@
 """The rule catalogue: every rule of every family module, by id, in a stable order.
 
-Adding a rule is writing a decorated function in a family module; nothing else needs listing it.
+Adding a rule is a row in ``policies/rules/properties.yaml`` when it only compares one property
+(:mod:`policies.properties`), else a decorated function in a family module; nothing else lists it.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+from policies.properties import table_rules
 from policies.rule import Rule
 from policies.rules import compute, environments, network, runs, storage, workspace
 
@@ -14,11 +16,21 @@ FAMILIES = (workspace, storage, network, compute, environments, runs)
 """Family modules, in the order listings and docs show them."""
 
 
+def _name(module: object) -> str:
+    return getattr(module, "__name__", "").rsplit(".", 1)[-1]
+
+
 def _collect() -> tuple[Rule, ...]:
     rules: list[Rule] = []
     seen: dict[str, str] = {}
+    table = table_rules()
+    families = {_name(module) for module in FAMILIES}
+    strays = sorted(rule.id for rule in table if rule.family not in families)
+    if strays:
+        raise ValueError(f"property rules {strays} name no family module")
     for module in FAMILIES:
-        found = sorted((v for v in vars(module).values() if isinstance(v, Rule)), key=lambda r: r.id)
+        coded = [v for v in vars(module).values() if isinstance(v, Rule)]
+        found = sorted([*coded, *(r for r in table if r.family == _name(module))], key=lambda r: r.id)
         for rule in found:
             if rule.id in seen:
                 raise ValueError(f"rule id {rule.id} is declared twice ({seen[rule.id]}, {rule.family})")

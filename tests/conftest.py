@@ -31,11 +31,21 @@ def make_project(folder: Path, config: dict[str, Any], stack: str = "test") -> P
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, folder / name)
-    for name in ("environments", "jobs"):
-        if not (folder / name).exists():
-            (folder / name).symlink_to(ROOT / name)
+    copy_project_folders(folder)
     (folder / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     return folder
+
+
+PROJECT_FOLDERS = ("environments", "jobs/workloads")
+"""The folders the shipped stacks name (build contexts, conda files, code): copied into a test project,
+never linked, because every path a stack names must lead inside its project."""
+
+
+def copy_project_folders(folder: Path) -> None:
+    """Copy :data:`PROJECT_FOLDERS` into ``folder`` (those it lacks)."""
+    for name in PROJECT_FOLDERS:
+        if not (folder / name).exists():
+            shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 @pytest.fixture(scope="session")

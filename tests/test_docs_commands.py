@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import NS, ROOT, dev_config, make_project
+from tests.conftest import NS, ROOT, copy_project_folders, dev_config, make_project
 
 PAGES = (
     "docs/quickstart.md",
@@ -73,8 +73,7 @@ def _scratch_project(folder: Path) -> Path:
         shutil.copy(ROOT / name, folder / name)
     for name in ("docs", "schema", "examples", ".github"):
         shutil.copytree(ROOT / name, folder / name)
-    for name in ("environments", "jobs"):
-        (folder / name).symlink_to(ROOT / name)
+    copy_project_folders(folder)
     return folder
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from amlgpu.plan import Plan
-from tests.conftest import only
+from tests.conftest import NS, only
+
+UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
 
 WS = "azure-native:machinelearningservices:Workspace"
 COMPUTE = "azure-native:machinelearningservices:Compute"
@@ -110,19 +115,24 @@ def test_cluster_identities_get_exactly_pull_and_storage_roles(dev_plan: Plan) -
 
 
 def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
-    blob = only(dev_plan, "azure-native:storage:Blob")["inputs"]
-    assert blob["containerName"] == "environment-builds"
-    assert blob["blobName"] == "tf-gpu/1/Dockerfile"
-    assert blob["source"]["asset"].endswith("environments/tensorflow/Dockerfile")
+    uploads = {u.inputs["source"]: u.inputs for u in dev_plan.by_type(UPLOAD)}
+    assert sorted(uploads) == ["environments/horovod", "environments/tensorflow"]
+    upload = uploads["environments/tensorflow"]
+    assert upload["containerName"] == "environment-builds"
+    assert upload["prefix"].startswith("tf-gpu/1/") and list(upload["files"]) == ["Dockerfile"]
     version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "tf-gpu-1")["inputs"]
     build = version["properties"]["build"]
-    assert build["contextUri"].endswith(".blob.core.windows.net/environment-builds/tf-gpu/1/")
+    assert build["contextUri"].endswith(f".blob.core.windows.net/environment-builds/{upload['prefix']}")
     assert build["dockerfilePath"] == "Dockerfile"
 
 
-def test_environment_versions_are_pinned_and_carry_their_conda_file(dev_plan: Plan) -> None:
-    version = only(dev_plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
+def test_environment_versions_are_pinned_and_carry_their_conda_file(plan_variant: Any, tmp_path: Path) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "conda.yaml").write_text("name: extra\ndependencies:\n  - pip:\n      - mpi4py==4.1.1\n")
+    plan = plan_variant(lambda c: c[f"{NS}:environments"][0].update(conda_file="conda.yaml"))
+    version = only(plan, "azure-native:machinelearningservices:EnvironmentVersion", "acpt-pytorch-1")["inputs"]
     assert version["version"] == "1"
-    assert "horovod[pytorch]" in version["properties"]["condaFile"]
+    assert "mpi4py==4.1.1" in version["properties"]["condaFile"]
+    version = only(plan, "azure-native:machinelearningservices:EnvironmentVersion", "horovod-1")["inputs"]
     provides = version["properties"]["tags"]["provides"].split(",")
     assert provides == sorted(provides)

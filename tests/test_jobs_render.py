@@ -109,7 +109,7 @@ def test_rendering_is_byte_identical_and_independent_of_the_checkout(tmp_path: P
 def project(tmp_path: Path) -> Path:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('train')\n")
-    (tmp_path / "environments").symlink_to(ROOT / "environments")
+    shutil.copytree(ROOT / "environments", tmp_path / "environments")
     return tmp_path
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ def declared(**fields: Any) -> dict[str, Any]:
 def root(tmp_path: Path) -> Path:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('training')\n")
-    (tmp_path / "environments").symlink_to(ROOT / "environments")  # the stack's build contexts
+    shutil.copytree(ROOT / "environments", tmp_path / "environments")  # the stack's build contexts
     return tmp_path
 
 

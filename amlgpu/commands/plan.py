@@ -79,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
         where = f" ({err.filename})" if err.filename else ""
         raise UserError(f"cannot write the plan to {out}: {err.strerror or err}{where}", key="--out") from None
 
+    for folder, links in result.outside_links().items():
+        _progress(
+            f"note: code folder {folder!r}: symbolic links leading outside it are neither scanned nor "
+            f"uploaded: {', '.join(links)}"
+        )
     if args.format == "json":
         print(canonical_json(result.summary(out)), end="")
         from amlgpu.render import findings_text
@@ -115,6 +120,14 @@ class PlanResult:
         sarif = to_sarif(self.report, self.stack.file.display, self.stack.file.line_of)
         write_text(folder / "policy.sarif", canonical_json(sarif))
         write_text(folder / "policy.md", markdown(self.report, self.stack.name))
+
+    def outside_links(self) -> dict[str, tuple[str, ...]]:
+        """Each runs' code folder holding symbolic links that lead outside it, with those links."""
+        from jobs.code_scan import outside_links
+
+        folders = sorted({run.spec["code"] for run in self.runs})
+        found = {folder: outside_links(self.stack.root / folder) for folder in folders}
+        return {folder: links for folder, links in found.items() if links}
 
     def summary(self, out: Path) -> dict[str, Any]:
         from amlgpu.render import azure_resource_count

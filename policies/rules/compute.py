@@ -52,25 +52,6 @@ def _minutes(duration: Any) -> float | None:
 
 
 @resource_rule(
-    id="compute-local-auth-disabled",
-    types=[COMPUTE],
-    title="Computes disable local authentication",
-    severity="high",
-    enforcement="mandatory",
-    rationale="Local (key-based) auth lets anyone holding a compute key submit work outside Entra ID and "
-    "role assignments (Azure Policy 'Azure Machine Learning Computes should have local authentication methods "
-    "disabled', Checkov CKV_AZURE_142, PSRule Azure.ML.DisableLocalAuth). Bicep AVM and azurerm default it on.",
-    remediation="Set properties.disableLocalAuth: true (the program does for every cluster).",
-    reference=PSRULE + "Azure.ML.DisableLocalAuth/",
-)
-def compute_local_auth_disabled(resource: Mapping[str, Any]) -> list[str]:
-    value = get(inputs(resource), "properties.disableLocalAuth")
-    if not known(value) or is_true(value):
-        return []
-    return [f"local authentication is {'enabled' if is_false(value) else 'not disabled'}"]
-
-
-@resource_rule(
     id="compute-in-virtual-network",
     types=[COMPUTE],
     title="Clusters and compute instances are placed in a virtual network subnet",

@@ -1,0 +1,304 @@
+"""Environment build contexts uploaded with Microsoft Entra ID, never with the storage account key.
+
+The workspace storage account has shared-key access off (``allowSharedKeyAccess: false``), and
+pulumi-azure-native's ``storage:Blob`` uploads with the account key (its custom blob resource calls
+``ListKeys``; provider issues pulumi/pulumi-azure-native#2015 and #2948), so it fails there with
+``KeyBasedAuthenticationNotPermitted``. This module uploads over the Blob REST API with a bearer token
+instead (azure-storage-blob + azure-identity), from a Pulumi dynamic provider:
+
+* :class:`BuildContexts`: the private ``environment-builds`` container and the deploying
+  principal's **Storage Blob Data Contributor** role on it (the data role the upload needs; role id from
+  Azure's built-in roles list), which every upload depends on;
+* :class:`BuildContextUpload` (dynamic resource): one environment's context folder, **content-addressed**:
+  blobs go under ``<environment>/<version>/<digest>/`` where the digest covers every file's path and
+  SHA-256, so an unchanged context is neither diffed nor uploaded again, and a changed one gets a new
+  URI (the immutable environment version built from the old one keeps its files);
+* :func:`upload_context`: the upload itself, skipping a blob already holding the same content (its
+  ``sha256`` metadata), retrying while a fresh role assignment propagates (Azure RBAC: changes can take
+  up to 10 minutes), and failing with one line that says what to fix.
+
+The upload runs from the machine running ``pulumi up``: the storage firewall must let it through
+(``network.operator_ip_ranges``) or it must run inside the network (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_azure_native.authorization as authorization
+import pulumi_azure_native.storage as storage
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
+
+from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, role_definition_id, stable_guid
+from infra.paths import files_inside
+
+CONTAINER = "environment-builds"
+DIGEST_LENGTH = 16
+"""Hex characters of the context digest in the blob prefix (64 bits: collisions are not a concern)."""
+
+PROPAGATION_WAIT_S = 600.0
+"""How long an upload keeps retrying ``AuthorizationPermissionMismatch`` after the role was just granted
+(Microsoft Learn, "Troubleshoot Azure RBAC": role assignment changes can take up to 10 minutes)."""
+RETRY_EVERY_S = 15.0
+
+
+# --------------------------------------------------------------------------------------------- content
+
+
+def context_files(folder: Path) -> dict[str, str]:
+    """Every file of a build context: path relative to ``folder`` (POSIX) -> SHA-256 of its bytes.
+
+    A symbolic link that leads outside the context is neither read nor uploaded: the context is the
+    stack's, the rest of the machine is not (:func:`infra.paths.files_inside`)."""
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(files_inside(folder))
+    }
+
+
+def context_digest(files: Mapping[str, str]) -> str:
+    """One digest for a whole context: paths and contents, order-independent."""
+    lines = "".join(f"{path}\0{sha}\n" for path, sha in sorted(files.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()[:DIGEST_LENGTH]
+
+
+def blob_prefix(environment: str, version: str, files: Mapping[str, str]) -> str:
+    """Where a context's blobs go: ``<environment>/<version>/<digest>/``."""
+    return f"{environment}/{version}/{context_digest(files)}/"
+
+
+def account_url(account_name: str) -> str:
+    return f"https://{account_name}.blob.core.windows.net"
+
+
+# --------------------------------------------------------------------------------------------- upload
+
+
+class UploadError(Exception):
+    """An upload that cannot succeed as configured; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    uploaded: tuple[str, ...]
+    skipped: tuple[str, ...]
+
+
+def _explain(err: Any, account: str) -> str:
+    code = getattr(err, "error_code", None) or ""
+    if code == "AuthorizationPermissionMismatch":
+        return (f"the deploying principal has no data role on storage account {account} yet "
+                f"(needs Storage Blob Data Contributor on container {CONTAINER}; the stack grants it, "
+                "propagation can take up to 10 minutes)")
+    if code in ("AuthorizationFailure", "AuthorizationSourceIPMismatch"):
+        return (f"storage account {account} refused the request at its firewall: add this machine's public "
+                "address to network.operator_ip_ranges or run `pulumi up` from inside the network")
+    if code == "KeyBasedAuthenticationNotPermitted":
+        return f"storage account {account} refuses shared keys; the upload must use Microsoft Entra ID"
+    status = getattr(err, "status_code", None)
+    return f"storage account {account} answered {status or ''} {code or type(err).__name__}".strip()
+
+
+def upload_context(
+    account_name: str,
+    container: str,
+    prefix: str,
+    source: Path,
+    files: Mapping[str, str],
+    credential: Any,
+    *,
+    transport: Any = None,
+    wait_s: float = PROPAGATION_WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> UploadResult:
+    """Upload each file of ``files`` (relative path -> SHA-256) from ``source`` to ``<container>/<prefix>``.
+
+    A blob whose ``sha256`` metadata already matches is skipped. Authentication is the bearer token of
+    ``credential`` (a ``TokenCredential``); ``transport`` replaces the HTTP transport (tests replay
+    recorded Blob REST responses through it).
+    """
+    from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+    from azure.storage.blob import ContainerClient
+
+    options: dict[str, Any] = {"retry_total": 0} if transport is not None else {}
+    client = ContainerClient(account_url(account_name), container, credential=credential, transport=transport,
+                             **options)
+    deadline = clock() + wait_s
+    uploaded: list[str] = []
+    skipped: list[str] = []
+    for relative, sha in sorted(files.items()):
+        path = source / relative
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != sha:
+            raise UploadError(f"build context file {path} changed or disappeared since the plan; run it again")
+        blob = client.get_blob_client(prefix + relative)
+        while True:
+            try:
+                try:
+                    if blob.get_blob_properties().metadata.get("sha256") == sha:
+                        skipped.append(relative)
+                        break
+                except ResourceNotFoundError:
+                    pass
+                blob.upload_blob(path.read_bytes(), blob_type="BlockBlob", overwrite=True, metadata={"sha256": sha})
+                uploaded.append(relative)
+                break
+            except HttpResponseError as err:
+                if getattr(err, "error_code", None) == "AuthorizationPermissionMismatch" and clock() < deadline:
+                    sleep(RETRY_EVERY_S)
+                    continue
+                raise UploadError(f"uploading {prefix}{relative}: {_explain(err, account_name)}") from None
+    return UploadResult(tuple(uploaded), tuple(skipped))
+
+
+def default_credential() -> Any:
+    """The credential ``pulumi up`` itself would use, read from the environment.
+
+    A service principal given to the Azure provider as ``ARM_CLIENT_ID``/``ARM_CLIENT_SECRET``/
+    ``ARM_TENANT_ID`` (Terraform's names, which pulumi-azure-native also reads) is used as such;
+    otherwise azure-identity's ``DefaultAzureCredential`` (``AZURE_*`` variables, workload identity,
+    managed identity, ``az login``).
+    """
+    from azure.identity import ClientSecretCredential, DefaultAzureCredential
+
+    arm = {k: os.environ.get(f"ARM_{k}") for k in ("CLIENT_ID", "CLIENT_SECRET", "TENANT_ID")}
+    if all(arm.values()) and not os.environ.get("AZURE_CLIENT_ID"):
+        return ClientSecretCredential(arm["TENANT_ID"], arm["CLIENT_ID"], arm["CLIENT_SECRET"])  # type: ignore[arg-type]
+    return DefaultAzureCredential(exclude_interactive_browser_credential=True)
+
+
+# --------------------------------------------------------------------------------------------- provider
+
+
+_REPLACE_ON = ("accountName", "containerName", "prefix", "source")
+
+
+class BuildContextProvider(ResourceProvider):
+    """CRUD for one uploaded build context. The resource id is the context's URI.
+
+    Deleting removes nothing: the environment version built from the context is retained
+    (``retain_on_delete``) and Azure ML rebuilds images from it, so its files stay too.
+    """
+
+    serialize_as_secret_always = False  # the provider holds no secret; its state stays readable
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        try:
+            result = upload_context(
+                props["accountName"], props["containerName"], props["prefix"], Path(props["source"]),
+                props["files"], default_credential(),
+            )
+        except UploadError as err:
+            raise Exception(str(err)) from None  # the engine shows the message alone
+        uri = f"{account_url(props['accountName'])}/{props['containerName']}/{props['prefix']}"
+        return CreateResult(id_=uri, outs={**props, "contextUri": uri, "uploaded": len(result.uploaded)})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = [k for k in (*_REPLACE_ON, "files") if olds.get(k) != news.get(k)]
+        # Any change is a new context (a new digest means a new prefix): create the new one, keep the old.
+        return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=False)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        return None
+
+
+class BuildContextUpload(pulumi.dynamic.Resource, module="amlgpu", name="BuildContextUpload"):
+    """One environment's build context, uploaded by :class:`BuildContextProvider`."""
+
+    def __init__(
+        self, name: str, *, account_name: pulumi.Input[str], container_name: pulumi.Input[str], prefix: str,
+        source: str, files: Mapping[str, str], opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            BuildContextProvider(),
+            name,
+            {
+                "accountName": account_name,
+                "containerName": container_name,
+                "prefix": prefix,
+                # Relative to the project root, where Pulumi runs the program and its dynamic providers:
+                # the plan is the same on every machine.
+                "source": source,
+                "files": dict(files),
+                "contextUri": None,
+                "uploaded": None,
+            },
+            opts,
+        )
+        self.context_prefix = prefix
+        """Blob prefix of the context inside its container (known at plan time)."""
+
+
+# --------------------------------------------------------------------------------------------- component
+
+
+@dataclass(frozen=True)
+class BuildContextsArgs:
+    workspace_name: str
+    account_name: pulumi.Input[str]
+    resource_group_name: pulumi.Input[str]
+    subscription_id: pulumi.Input[str]
+    deployer_object_id: pulumi.Input[str]
+    """The principal running ``pulumi up`` (``authorization.get_client_config().object_id``)."""
+    deployer_principal_type: pulumi.Input[str]
+    """``User`` or ``ServicePrincipal`` (:func:`infra.azure.principal_type`)."""
+
+
+class BuildContexts:
+    """The build-context container and the deploying principal's data role on it.
+
+    Not a component of its own: both resources are part of the workspace's setup and are parented to the
+    workspace component (``parent``), so policy findings and waivers name the workspace.
+    """
+
+    account_name: pulumi.Output[str]
+    container: storage.BlobContainer
+    uploader_role: authorization.RoleAssignment
+
+    def __init__(self, name: str, args: BuildContextsArgs, parent: pulumi.Resource) -> None:
+        self.account_name = pulumi.Output.from_input(args.account_name)
+        self.container = storage.BlobContainer(
+            CONTAINER,
+            container_name=CONTAINER,
+            account_name=args.account_name,
+            resource_group_name=args.resource_group_name,
+            public_access="None",
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        # Scoped to the one container: the deployer can write build contexts, not the workspace's data.
+        self.uploader_role = authorization.RoleAssignment(
+            f"{name}-uploader",
+            role_assignment_name=pulumi.Output.from_input(args.deployer_object_id).apply(
+                lambda oid: stable_guid(args.workspace_name, "build-context-uploader", oid)
+            ),
+            principal_id=args.deployer_object_id,
+            principal_type=args.deployer_principal_type,
+            role_definition_id=pulumi.Output.from_input(args.subscription_id).apply(
+                lambda sub: role_definition_id(sub, STORAGE_BLOB_DATA_CONTRIBUTOR)
+            ),
+            scope=self.container.id,
+            description=f"Deployer of workspace {args.workspace_name}: uploads environment build contexts",
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+
+    def upload(
+        self, name: str, environment: str, version: str, root: Path, folder: str, parent: pulumi.Resource
+    ) -> BuildContextUpload:
+        """Upload ``folder`` (relative to ``root``) as ``environment``'s context, after the role exists."""
+        files = context_files(root / folder)
+        return BuildContextUpload(
+            name,
+            account_name=self.account_name,
+            container_name=self.container.name,
+            prefix=blob_prefix(environment, version, files),
+            source=Path(folder).as_posix(),
+            files=files,
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[self.uploader_role]),
+        )
