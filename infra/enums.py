@@ -14,9 +14,11 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, get_args
 
-from pydantic import BeforeValidator
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 
 def _per_item(convert: Callable[[str], str]) -> Callable[[Any], Any]:
@@ -43,9 +45,28 @@ lower = _per_item(str.lower)
 camel_to_snake = _per_item(_camel_to_snake)
 snake_to_pascal = _per_item(_snake_to_pascal)
 
-AnyCase = BeforeValidator(lower)
-"""For ``Annotated[Literal[...], AnyCase]``: lower-case values Azure ML compares case-insensitively."""
-CamelOrSnakeCase = BeforeValidator(camel_to_snake)
+
+@dataclass(frozen=True)
+class AzureSpelling:
+    """For ``Annotated[Literal[...], AzureSpelling(transform)]``: a value whose transform is one of the
+    literal's values becomes that value; any other value is refused as written (the message quotes what
+    the user wrote, not its transform)."""
+
+    transform: Callable[[Any], Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        allowed = frozenset(get_args(source))
+
+        def spell(value: Any) -> Any:
+            spelt = self.transform(value)
+            return spelt if spelt in allowed else value
+
+        return core_schema.no_info_before_validator_function(spell, handler(source))
+
+
+AnyCase = AzureSpelling(lower)
+"""Values Azure ML compares case-insensitively (``MPI``, ``Dedicated``, ``RO_MOUNT``)."""
+CamelOrSnakeCase = AzureSpelling(camel_to_snake)
 """Identity types: ``SystemAssigned`` and ``system_assigned`` alike."""
-SnakeOrPascalCase = BeforeValidator(snake_to_pascal)
+SnakeOrPascalCase = AzureSpelling(snake_to_pascal)
 """``public_network_access``: ``disabled`` and ``Disabled`` alike."""

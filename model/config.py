@@ -518,6 +518,8 @@ def build(
     data["location"] = location or ""
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
+    if not data["location"] and "location" in values:
+        data["location"] = "(reported above)"  # the region is there, under the wrong key: one problem, not two
     try:
         config = StackConfig.model_validate(data, context={"root": root})
     except ValidationError as err:
@@ -556,8 +558,11 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     except ConfigError as err:
         if not wrong:
             raise
+        # A section under the wrong namespace is not also "missing": the fix above is the one to make.
+        moved = {f"{NAMESPACE}:{key.partition(':')[2]}" for (key, *_), _ in wrong if isinstance(key, str)}
+        kept = [p for p in err.problems if not (p.key in moved and p.message == "required key is missing")]
         raise ConfigError(file=stack.display, problems=sorted(
-            [*err.problems, *(Problem(key_text(p), m, *stack.position_of(p)) for p, m in wrong)],
+            [*kept, *(Problem(key_text(p), m, *stack.position_of(p)) for p, m in wrong)],
             key=lambda p: (p.line == 0, p.line, p.column),
         )) from None
     if wrong:

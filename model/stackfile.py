@@ -214,11 +214,15 @@ def _check_top_level(document: dict[Any, Any], node: yaml.Node | None, name: str
     positions = {}
     if isinstance(node, yaml.MappingNode):
         positions = {k.value: (k.start_mark.line + 1, k.start_mark.column + 1) for k, _ in node.value}
-    fix = ("indent it under the 'config:' key" if "config" in document
-           else "stack settings live under a top-level 'config:' key: add 'config:' as the first line and "
-                "indent every setting below it")
+    if "config" not in document:
+        raise ConfigError(file=name, problems=[Problem(
+            "config", f"no 'config:' key, and {len(stray)} setting(s) at the top level ({', '.join(stray)}): stack "
+            "settings live under 'config:': add 'config:' as the first line and indent every setting below it",
+            *positions.get(stray[0], (0, 0)),
+        )])
     raise ConfigError(file=name, problems=[
-        Problem(key, f"'{key}' is at the top level of the file: {fix}", *positions.get(key, (0, 0)))
+        Problem(key, f"'{key}' is at the top level of the file: indent it under the 'config:' key",
+                *positions.get(key, (0, 0)))
         for key in stray
     ])
 
