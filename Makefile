@@ -12,7 +12,7 @@ TORCH ?= torch==2.13.0
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: plan test lint format install install-dev policy-docs schema bench clean
+.PHONY: plan test lint typecheck format install install-dev policy-docs schema bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,19 @@ install-dev: $(DEV)
 plan: $(RUNTIME)
 	$(BIN)/amlgpu plan --stack $(STACK)
 
-## test: lint and run the whole test suite
+# Test workers: the suite's real-process tests are independent (own temp folders, OS-chosen ports).
+WORKERS ?= 2
+
+## test: lint, type-check and run the whole test suite
 test: $(DEV)
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(MAKE) --no-print-directory typecheck
+	$(BIN)/pytest -n $(WORKERS)
+
+## typecheck: mypy --strict over the program, the CLI and the packages, then the training scripts
+typecheck: $(DEV)
+	$(BIN)/mypy __main__.py amlgpu model infra jobs policies
+	cd jobs/workloads && ../../$(BIN)/mypy --config-file ../../pyproject.toml --explicit-package-bases *.py
 
 lint: $(DEV)
 	$(BIN)/ruff check .

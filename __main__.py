@@ -11,7 +11,7 @@ import pulumi
 import pulumi_azure_native.authorization as authorization
 
 from infra.access import ClusterAccess, ClusterAccessArgs
-from infra.azure import principal_type
+from infra.azure import UNKNOWN_SUBSCRIPTION, principal_type
 from infra.build_context import BuildContexts, BuildContextsArgs
 from infra.environment import Environment, EnvironmentArgs
 from infra.gpu_cluster import ComputePlacement, GpuCluster, ImageBuilder
@@ -33,8 +33,16 @@ except ConfigError as err:
 
 
 client = authorization.get_client_config()
+mismatch = (
+    config.subscription_mismatch(client.subscription_id) if client.subscription_id != UNKNOWN_SUBSCRIPTION else None
+)
+if mismatch:
+    # The ids the workspace needs in its own subscription, against the one `pulumi up` deploys to.
+    raise pulumi.RunError(str(ConfigError(mismatch[1], file=f"Pulumi.{pulumi.get_stack()}.yaml",
+                                          key=f"{NAMESPACE}:{mismatch[0]}")))
 location = config.workspace_location
-tags = {"project": NAMESPACE, "stack": pulumi.get_stack(), "managed-by": "pulumi"}
+# The workspace's tags (e.g. a required cost-center) go on every taggable resource of the stack.
+tags = {"project": NAMESPACE, "stack": pulumi.get_stack(), "managed-by": "pulumi", **config.workspace.tags}
 private = config.workspace.public_network_access == "Disabled"
 
 workspace = Workspace(
@@ -43,6 +51,7 @@ workspace = Workspace(
         config=config.workspace,
         location=location,
         tenant_id=client.tenant_id,
+        subscription_id=client.subscription_id,
         operator_ip_ranges=tuple(config.network.operator_ip_ranges),
         tags=tags,
     ),
@@ -65,6 +74,7 @@ PrivateLinks(
         location=location,
         subnet_id=network.subnet_id,
         virtual_network_id=network.virtual_network_id,
+        existing_zone_ids=config.network.private_dns_zone_ids,
         targets=(
             PrivateTarget("workspace", workspace.workspace.id, "amlworkspace"),
             PrivateTarget("storage-blob", workspace.storage_account.id, "blob"),
@@ -100,7 +110,6 @@ for name in sorted(system_assigned):
             workspace_name=config.workspace.name,
             principal_id=clusters[name].principal_id,
             subscription_id=client.subscription_id,
-            registry_id=workspace.registry.id,
             storage_account_id=workspace.storage_account.id,
         ),
         opts=pulumi.ResourceOptions(parent=clusters[name]),

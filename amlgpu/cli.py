@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import keyword
 import os
 import re
 import sys
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("init", "plan", "run-local", "submit", "policy", "schema", "doctor")
+COMMANDS = ("init", "plan", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -81,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        importlib.import_module(f"amlgpu.commands.{name.replace('-', '_')}").register(sub)
+        module = name.replace("-", "_") + ("_" if keyword.iskeyword(name) else "")  # import -> import_
+        importlib.import_module(f"amlgpu.commands.{module}").register(sub)
     return parser
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import pulumi
 
-SUBSCRIPTION_ID = "00000000-0000-0000-0000-000000000000"
+from infra.azure import UNKNOWN_SUBSCRIPTION
+
+SUBSCRIPTION_ID = UNKNOWN_SUBSCRIPTION
 TENANT_ID = "11111111-1111-1111-1111-111111111111"
 BUILD_CONTEXT_UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
 _IDS = uuid.UUID("0b7a64c4-3c0e-4a5f-8f8e-0e6f3c5a9d21")
@@ -142,4 +144,11 @@ class AzureMocks(pulumi.runtime.Mocks):
                 "clientId": _guid("client"),
                 "objectId": _guid("operator"),
             }, []
+        if args.token == "azure-native:managedidentity:getUserAssignedIdentity":
+            # Answers as Azure would for the identity named: its id, and the principal id the workspace's
+            # identity output reports for it (computed_outputs).
+            identity = (f"/subscriptions/{subscription_id()}/resourceGroups/{args.args['resourceGroupName']}"
+                        f"/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{args.args['resourceName']}")
+            return {"id": identity, "name": args.args["resourceName"], "principalId": _guid(identity, "principal"),
+                    "clientId": _guid(identity, "client"), "tenantId": TENANT_ID}, []
         raise NotImplementedError(f"the offline plan has no answer for the invoke {args.token}")

@@ -39,7 +39,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from infra import skus
 from infra.naming import NamingRule
 from model import NAMESPACE
-from model.config import LOCATION_KEY, StackConfig
+from model.config import LOCATION_KEY, SUBSCRIPTION_KEY, StackConfig
 
 SCHEMA_PATH = "schema/stack.schema.json"
 """Where the committed schema lives, relative to the project root."""
@@ -272,7 +272,15 @@ def stack_schema() -> dict[str, Any]:
 
     fields: dict[str, Any] = generated["properties"]
     location = fields.pop("location")
-    config_keys = {LOCATION_KEY: location, **{f"{NAMESPACE}:{name}": node for name, node in fields.items()}}
+    fields.pop("subscription_id")
+    subscription = {
+        "type": "string",
+        "pattern": "^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$",
+        "description": "The subscription `pulumi up` deploys to (the provider's own setting). When set, the "
+        "customer-managed key's vault, network.subnet_id and the workspace's user-assigned identity must be in it.",
+    }
+    config_keys = {LOCATION_KEY: location, SUBSCRIPTION_KEY: subscription,
+                   **{f"{NAMESPACE}:{name}": node for name, node in fields.items()}}
     required = [f"{NAMESPACE}:{name}" for name in generated["required"] if name != "location"]
     config = {
         "type": "object",

@@ -5,6 +5,7 @@ Cases, each a fresh child process timed from spawn to exit:
 * ``floor``: a Python process that only imports pulumi, the ``pulumi_azure_native`` submodules the
   project uses (found by scanning its sources, one class of each touched), pydantic and azure-ai-ml;
 * ``dev``: ``amlgpu plan --stack dev`` on the shipped dev stack;
+* ``dev-base``: the same with ``--base`` naming the ``dev`` case's plan folder (the diff against a base);
 * ``gen-N``: ``amlgpu plan`` on a generated stack of N runs over 20 clusters and 10 environments
   (:mod:`gen_stack`), written into a temporary project.
 
@@ -15,6 +16,7 @@ the robust figure on a shared machine), and the peak RSS of the child. A plan mu
 (policy findings are fine); anything else aborts the benchmark with the child's output.
 
 Targets (issue 8): dev <= 1.3x floor; the 1000-run stack <= 2.5x dev; memory growing linearly.
+Target (issue 14): dev-base <= 1.1x dev (``--base`` with a plan folder adds at most 10%).
 
 Usage::
 
@@ -53,6 +55,7 @@ SCANNED = ("__main__.py", "infra", "amlgpu", "jobs", "policies")
 
 TARGET_DEV_OVER_FLOOR = 1.3
 TARGET_LARGE_OVER_DEV = 2.5
+TARGET_BASE_OVER_DEV = 1.1
 DEFAULT_SIZES = (10, 100, 1000)
 PLAN_EXIT_CODES = (0, 1)
 """0: no mandatory policy failure; 1: some (every artifact still written). 2 would be bad input."""
@@ -195,6 +198,9 @@ def build_cases(workdir: Path, sizes: tuple[int, ...]) -> list[Case]:
     cases = [
         Case("floor", [sys.executable, str(floor)], workdir),
         Case("dev", [amlgpu, "plan", "--stack", "dev", "--out", str(workdir / "out-dev")], ROOT),
+        # After "dev" in every round, so its base (the dev case's output) exists.
+        Case("dev-base", [amlgpu, "plan", "--stack", "dev", "--out", str(workdir / "out-dev-base"),
+                          "--base", str(workdir / "out-dev")], ROOT),
     ]
     for size in sizes:
         project = gen_stack.write_project(workdir / f"stack-{size}", gen_stack.stack_config(size))
@@ -214,6 +220,11 @@ def ratios(summary: dict[str, dict[str, Any]], largest: str | None) -> dict[str,
             "target": TARGET_DEV_OVER_FLOOR,
         },
     }
+    if "dev-base" in summary:
+        out["dev-base_over_dev"] = {
+            "wall": ratio("dev-base", "dev", "wall_s"), "cpu": ratio("dev-base", "dev", "cpu_s"),
+            "target": TARGET_BASE_OVER_DEV,
+        }
     if largest is not None:
         out[f"{largest}_over_dev"] = {
             "wall": ratio(largest, "dev", "wall_s"), "cpu": ratio(largest, "dev", "cpu_s"),

@@ -7,10 +7,26 @@ from __future__ import annotations
 
 import uuid
 
-# Built-in role definition ids (Azure RBAC built-in roles reference).
-ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+# Built-in role definition ids (Microsoft Learn, "Azure built-in roles").
+CONTRIBUTOR = "b24988ac-6180-42a0-ab88-20f7382dd24c"
+KEY_VAULT_ADMINISTRATOR = "00482a5a-887f-4fb3-b363-3b7fe8e74483"
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 STORAGE_FILE_DATA_PRIVILEGED_CONTRIBUTOR = "69566ab7-960f-475b-8e7c-b3118f30c6bd"
+
+PRIVATE_DNS_ZONES: dict[str, tuple[str, ...]] = {
+    "amlworkspace": ("privatelink.api.azureml.ms", "privatelink.notebooks.azure.net"),
+    "blob": ("privatelink.blob.core.windows.net",),
+    "file": ("privatelink.file.core.windows.net",),
+    "vault": ("privatelink.vaultcore.azure.net",),
+    "registry": ("privatelink.azurecr.io",),
+}
+"""Private endpoint sub-resource (group id) -> the private DNS zones Azure documents for it (Microsoft Learn,
+"Azure Private Endpoint private DNS zone values": Machine Learning, Storage blob/file, Key Vault, Container
+Registry)."""
+
+UNKNOWN_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+"""The all-zero GUID, no real subscription: what the offline plan's engine answers when the stack does not
+pin ``azure-native:subscriptionId`` (then there is no deployment subscription to compare with)."""
 
 # Microsoft first-party application ids (Microsoft Learn, "Verify first-party Microsoft applications in
 # sign-in reports"): a token from the Azure CLI or Azure PowerShell belongs to a signed-in user.

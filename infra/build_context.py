@@ -36,7 +36,8 @@ import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.storage as storage
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
-from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, role_definition_id, stable_guid
+from infra.access import Grant, grant
+from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR
 from infra.paths import files_inside
 
 CONTAINER = "environment-builds"
@@ -273,17 +274,15 @@ class BuildContexts:
             opts=pulumi.ResourceOptions(parent=parent),
         )
         # Scoped to the one container: the deployer can write build contexts, not the workspace's data.
-        self.uploader_role = authorization.RoleAssignment(
-            f"{name}-uploader",
-            role_assignment_name=pulumi.Output.from_input(args.deployer_object_id).apply(
-                lambda oid: stable_guid(args.workspace_name, "build-context-uploader", oid)
-            ),
+        # Named after the deployer too: another deployer gets an assignment of its own (Azure cannot move an
+        # existing assignment to another principal).
+        self.uploader_role = grant(
+            name,
+            Grant("uploader", STORAGE_BLOB_DATA_CONTRIBUTOR, self.container.id),
             principal_id=args.deployer_object_id,
             principal_type=args.deployer_principal_type,
-            role_definition_id=pulumi.Output.from_input(args.subscription_id).apply(
-                lambda sub: role_definition_id(sub, STORAGE_BLOB_DATA_CONTRIBUTOR)
-            ),
-            scope=self.container.id,
+            subscription_id=args.subscription_id,
+            name_seed=(args.workspace_name, "build-context-uploader", args.deployer_object_id),
             description=f"Deployer of workspace {args.workspace_name}: uploads environment build contexts",
             opts=pulumi.ResourceOptions(parent=parent),
         )

@@ -22,7 +22,12 @@ from pydantic import (
 )
 
 from infra import naming, skus
+from infra.azure import PRIVATE_DNS_ZONES
 from infra.enums import AnyCase, CamelOrSnakeCase, SnakeOrPascalCase
+
+_ZONE_ID = re.compile(
+    r"^/subscriptions/[^/]+/resource[Gg]roups/[^/]+/providers/Microsoft\.Network/privateDnsZones/(?P<zone>[^/]+)$"
+)
 
 
 class Model(BaseModel):
@@ -96,6 +101,14 @@ class Workspace(Model):
     protect: StrictBool = True
     """Protect the workspace, its storage and key vault from deletion (``pulumi destroy`` refuses)."""
     log_retention_days: Annotated[StrictInt, Field(ge=30, le=730)] = 30
+    monitoring_public_network_access: Literal["Disabled", "Enabled"] | None = None
+    """Public ingestion and query of Application Insights and Log Analytics; defaults to
+    ``public_network_access``. Disabled, logs are read from inside the network (Azure Monitor private link
+    scope) or through the workspace's diagnostic settings, not from the portal outside it."""
+    storage_sku: Literal["Standard_LRS", "Standard_ZRS", "Standard_GRS", "Standard_GZRS", "Standard_RAGRS",
+                         "Standard_RAGZRS"] | None = None
+    """Replication of the workspace storage; defaults to Standard_ZRS for a high-business-impact workspace,
+    Standard_LRS otherwise (a dev stack)."""
     deployer_principal_type: Literal["User", "ServicePrincipal"] | None = None
     """What runs ``pulumi up``: the stack grants it a data role on the build-context container, and Azure
     refuses a role assignment whose principalType does not match (UnmatchedPrincipalType). Left out, it is
@@ -118,6 +131,14 @@ class Workspace(Model):
     def resource_group_name(self) -> str:
         return self.resource_group or f"rg-{self.name}"
 
+    @property
+    def monitoring_access(self) -> str:
+        return self.monitoring_public_network_access or self.public_network_access
+
+    @property
+    def storage_replication(self) -> str:
+        return self.storage_sku or ("Standard_ZRS" if self.high_business_impact else "Standard_LRS")
+
 
 # --------------------------------------------------------------------------------------------- network
 
@@ -135,6 +156,40 @@ class Network(Model):
                 r"virtualNetworks/[^/]+/subnets/[^/]+$",
     )
 
+    nat_gateway_id: str | None = Field(
+        default=None,
+        pattern=r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/natGateways/[^/]+$",
+    )
+    """An existing NAT gateway for the new training subnet's outbound traffic; the subnet is then private
+    (``defaultOutboundAccess: false``, Azure Policy 7bca8353 "Subnets should be private")."""
+    default_outbound_access: StrictBool | None = None
+    """Azure's default outbound access for the new training subnet. Defaults to false with a NAT gateway,
+    true otherwise: no-public-IP nodes need an outbound path to Azure ML's service tags. Set false when a
+    firewall routes the subnet's outbound traffic. Fixed when the subnet is created."""
+    private_dns_zone_ids: dict[str, str] = {}
+    """Existing private DNS zones (zone name -> resource id), e.g. a hub's central zones: the private endpoints
+    use them and the stack neither creates nor links them. Zones not listed are created and linked to the
+    network."""
+
+    @field_validator("private_dns_zone_ids")
+    @classmethod
+    def _known_zones(cls, value: dict[str, str]) -> dict[str, str]:
+        known = sorted({z for zones in PRIVATE_DNS_ZONES.values() for z in zones})
+        for zone, resource_id in value.items():
+            if zone not in known:
+                raise ValueError(
+                    f"{zone!r} is not a zone the workspace's private endpoints use (one of {', '.join(known)})"
+                )
+            match = _ZONE_ID.match(resource_id)
+            if not match:
+                raise ValueError(
+                    f"{zone}: {resource_id!r} is not a private DNS zone id "
+                    "(/subscriptions/<s>/resourceGroups/<rg>/providers/Microsoft.Network/privateDnsZones/<zone>)"
+                )
+            if match.group("zone").lower() != zone.lower():
+                raise ValueError(f"{zone}: the id names zone {match.group('zone')!r}, not {zone!r}")
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _existing_subnet_replaces_new_network(cls, data: object) -> object:
@@ -148,6 +203,11 @@ class Network(Model):
     @model_validator(mode="after")
     def _prefix_inside_space(self) -> Network:
         if self.subnet_id:
+            given = [k for k in ("nat_gateway_id", "default_outbound_access") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(
+                    f"{given[0]} applies to a new subnet; an existing subnet_id keeps its owner's settings"
+                )
             return self
         if not (self.address_space and self.subnet_prefix):
             raise ValueError("a new network needs both address_space and subnet_prefix (or give subnet_id)")
@@ -169,6 +229,12 @@ class Network(Model):
     @property
     def creates_network(self) -> bool:
         return self.subnet_id is None
+
+    @property
+    def subnet_default_outbound(self) -> bool:
+        if self.default_outbound_access is not None:
+            return self.default_outbound_access
+        return self.nat_gateway_id is None
 
 
 # --------------------------------------------------------------------------------------------- clusters

@@ -112,11 +112,15 @@ class Network(pulumi.ComponentResource):
             address_prefix=cfg.subnet_prefix,
             network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id),
             private_endpoint_network_policies="Disabled",
+            # Private (no default outbound) when a NAT gateway or a firewall carries outbound traffic.
+            default_outbound_access=cfg.subnet_default_outbound,
+            nat_gateway=network.SubResourceArgs(id=cfg.nat_gateway_id) if cfg.nat_gateway_id else None,
             service_endpoints=[
                 network.ServiceEndpointPropertiesFormatArgs(service="Microsoft.Storage"),
                 network.ServiceEndpointPropertiesFormatArgs(service="Microsoft.KeyVault"),
             ],
-            opts=child,
+            # Azure sets defaultOutboundAccess only when it creates the subnet.
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["defaultOutboundAccess"]),
         )
         self.subnet_id = subnet.id
         self.virtual_network_id = vnet.id

@@ -3,26 +3,27 @@
 One endpoint per (target, sub-resource) with its private DNS zone, so names such as
 ``<ws>.api.azureml.ms`` or ``<account>.blob.core.windows.net`` resolve to private addresses inside
 the network. With public network access disabled, these endpoints are the only way in.
+
+Hub and spoke: a zone listed in ``network.private_dns_zone_ids`` already exists (usually in the hub,
+linked to the hub network by its owner) and is only referenced by the endpoints' DNS zone groups; the
+stack neither creates nor links it. Azure refuses a second zone of the same name linked to one network,
+so a stack deploying into a hub network with central zones must list them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_azure_native.network as network
 import pulumi_azure_native.privatedns as privatedns
 
+from infra.azure import PRIVATE_DNS_ZONES
+
 TYPE = "aml-gpu-training:infra:PrivateLinks"
 
-# Sub-resource (group id) -> the private DNS zones Azure documents for it.
-ZONES: dict[str, tuple[str, ...]] = {
-    "amlworkspace": ("privatelink.api.azureml.ms", "privatelink.notebooks.azure.net"),
-    "blob": ("privatelink.blob.core.windows.net",),
-    "file": ("privatelink.file.core.windows.net",),
-    "vault": ("privatelink.vaultcore.azure.net",),
-    "registry": ("privatelink.azurecr.io",),
-}
+ZONES = PRIVATE_DNS_ZONES
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,16 @@ class PrivateLinksArgs:
     virtual_network_id: pulumi.Input[str]
     targets: tuple[PrivateTarget, ...]
     tags: dict[str, str] | None = None
+    existing_zone_ids: Mapping[str, str] = field(default_factory=dict)
+    """Zone name -> resource id of an existing zone to use instead of creating (and linking) one."""
 
 
 class PrivateLinks(pulumi.ComponentResource):
     def __init__(self, name: str, args: PrivateLinksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        zones: dict[str, privatedns.PrivateZone] = {}
-        for zone_name in sorted({z for t in args.targets for z in ZONES[t.group_id]}):
+        zone_ids: dict[str, pulumi.Input[str]] = dict(args.existing_zone_ids)
+        for zone_name in sorted({z for t in args.targets for z in ZONES[t.group_id]} - set(args.existing_zone_ids)):
             zone = privatedns.PrivateZone(
                 f"{args.name_prefix}-{zone_name}",
                 private_zone_name=zone_name,
@@ -68,7 +71,7 @@ class PrivateLinks(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=child,
             )
-            zones[zone_name] = zone
+            zone_ids[zone_name] = zone.id
 
         endpoints = {}
         for target in args.targets:
@@ -94,7 +97,7 @@ class PrivateLinks(pulumi.ComponentResource):
                 private_endpoint_name=endpoint.name,
                 resource_group_name=args.resource_group_name,
                 private_dns_zone_configs=[
-                    network.PrivateDnsZoneConfigArgs(name=z.replace(".", "-"), private_dns_zone_id=zones[z].id)
+                    network.PrivateDnsZoneConfigArgs(name=z.replace(".", "-"), private_dns_zone_id=zone_ids[z])
                     for z in ZONES[target.group_id]
                 ],
                 opts=pulumi.ResourceOptions(parent=self),

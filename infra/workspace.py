@@ -9,7 +9,10 @@ container registry, the workspace itself and its diagnostic settings. Secure by 
 * identity everywhere: shared keys off on storage, identity-based system datastores, RBAC key vault,
   registry admin user off;
 * data-holding resources (resource group, workspace, storage, key vault) are protected from
-  deletion unless the stack sets ``workspace.protect: false``.
+  deletion unless the stack sets ``workspace.protect: false``;
+* a primary **user-assigned** workspace identity gets the roles Microsoft documents for it (Azure gives a
+  user-assigned identity nothing by itself), on the dependencies before the workspace is created and on the
+  workspace after it: :data:`USER_ASSIGNED_GRANTS`.
 """
 
 from __future__ import annotations
@@ -21,16 +24,46 @@ import pulumi_azure_native.applicationinsights as appinsights
 import pulumi_azure_native.containerregistry as acr
 import pulumi_azure_native.keyvault as keyvault
 import pulumi_azure_native.machinelearningservices as ml
+import pulumi_azure_native.managedidentity as managedidentity
 import pulumi_azure_native.monitor as monitor
 import pulumi_azure_native.operationalinsights as loganalytics
 import pulumi_azure_native.resources as resources
 import pulumi_azure_native.storage as storage
 
 from infra import naming
-from infra.azure import identity_type
+from infra.access import Grant, grant
+from infra.azure import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR, identity_type
 from infra.model import Workspace as WorkspaceConfig
 
 TYPE = "aml-gpu-training:infra:Workspace"
+
+USER_ASSIGNED_GRANTS: tuple[tuple[str, str, str], ...] = (
+    ("storage", "contributor", CONTRIBUTOR),
+    ("storage", "storage-blob-data-contributor", STORAGE_BLOB_DATA_CONTRIBUTOR),
+    ("key_vault", "contributor", CONTRIBUTOR),
+    ("key_vault", "key-vault-administrator", KEY_VAULT_ADMINISTRATOR),  # the vault uses the RBAC model
+    ("registry", "contributor", CONTRIBUTOR),
+    ("insights", "contributor", CONTRIBUTOR),
+    ("workspace", "contributor", CONTRIBUTOR),
+)
+"""(resource, key, role) the workspace's primary user-assigned identity needs: the table "required on your
+user-assigned managed identity" of MicrosoftDocs/azure-ai-docs
+articles/machine-learning/how-to-identity-based-service-authentication.md @ 014addf7c682f2874c82890aed81706cdcdf504b
+(workspace: Contributor; storage: Contributor + Storage Blob Data Contributor; key vault with the RBAC model:
+Contributor + Key Vault Administrator; registry: Contributor; Application Insights: Contributor)."""
+
+
+def _identity_principal(resource_id: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The principal (object) id of a user-assigned identity, looked up from its resource id.
+
+    The lookup runs in the deployment subscription; the stack model refuses an identity in another one
+    (:meth:`model.config.StackConfig.subscription_mismatch`).
+    """
+    parts = resource_id.split("/")  # /subscriptions/<s>/resourceGroups/<rg>/providers/<ns>/<type>/<name>
+    found = managedidentity.get_user_assigned_identity_output(
+        resource_group_name=parts[4], resource_name=parts[8], opts=pulumi.InvokeOutputOptions(parent=parent)
+    )
+    return found.principal_id
 
 
 @dataclass(frozen=True)
@@ -38,6 +71,7 @@ class WorkspaceArgs:
     config: WorkspaceConfig
     location: str
     tenant_id: pulumi.Input[str]
+    subscription_id: pulumi.Input[str]
     operator_ip_ranges: tuple[str, ...] = ()
     tags: dict[str, str] | None = None
 
@@ -73,6 +107,10 @@ class Workspace(pulumi.ComponentResource):
             location=args.location,
             sku=loganalytics.WorkspaceSkuArgs(name="PerGB2018"),
             retention_in_days=cfg.log_retention_days,
+            # Azure Policy 6c53d030 / e15effd4: no public ingestion or query, Entra ID only.
+            public_network_access_for_ingestion=cfg.monitoring_access,
+            public_network_access_for_query=cfg.monitoring_access,
+            features=loganalytics.WorkspaceFeaturesArgs(disable_local_auth=True),
             tags=tags,
             opts=child,
         )
@@ -85,6 +123,10 @@ class Workspace(pulumi.ComponentResource):
             application_type="web",
             ingestion_mode="LogAnalytics",
             workspace_resource_id=logs.id,
+            # Azure Policy 1bc02227 / 199d5677: no public ingestion or query, Entra ID only.
+            public_network_access_for_ingestion=cfg.monitoring_access,
+            public_network_access_for_query=cfg.monitoring_access,
+            disable_local_auth=True,
             tags=tags,
             opts=child,
         )
@@ -96,13 +138,18 @@ class Workspace(pulumi.ComponentResource):
             resource_group_name=group.name,
             location=args.location,
             kind="StorageV2",
-            sku=storage.SkuArgs(name="Standard_ZRS" if cfg.high_business_impact else "Standard_LRS"),
+            sku=storage.SkuArgs(name=cfg.storage_replication),
             allow_blob_public_access=False,
             allow_shared_key_access=False,
             allow_cross_tenant_replication=False,
             default_to_o_auth_authentication=True,
             enable_https_traffic_only=True,
             minimum_tls_version="TLS1_2",
+            # Azure Policy b2982f36: public network access off unless operator ranges must reach the firewall
+            # (build-context uploads from outside the network); then the firewall denies all but them.
+            public_network_access="Enabled" if args.operator_ip_ranges else "Disabled",
+            # Azure Policy bc1b984e / 7aa1c9d5: SAS (user delegation only: shared keys are off) at most 7 days.
+            sas_policy=storage.SasPolicyArgs(sas_expiration_period="7.00:00:00", expiration_action="Block"),
             network_rule_set=storage.NetworkRuleSetArgs(
                 bypass=deny_public["bypass"],
                 default_action=deny_public["default_action"],
@@ -148,8 +195,20 @@ class Workspace(pulumi.ComponentResource):
             anonymous_pull_enabled=False,
             public_network_access="Disabled",
             network_rule_bypass_options="AzureServices",
+            # Azure Policy 524b0254 (exports off), 42781ec6 (no ARM-audience tokens), 9d2b0a20 (zone redundant;
+            # Premium in a region with availability zones; set at creation only).
+            policies=acr.PoliciesArgs(
+                export_policy=acr.ExportPolicyArgs(status="disabled"),
+                azure_ad_authentication_as_arm_policy=acr.AzureADAuthenticationAsArmPolicyArgs(status="disabled"),
+            ),
+            zone_redundancy="Enabled",
             tags=tags,
             opts=child,
+        )
+
+        uai_grants = self._grant_user_assigned(
+            name, args, {"storage": self.storage_account.id, "key_vault": self.key_vault.id,
+                         "registry": self.registry.id, "insights": insights.id},
         )
 
         cmk = cfg.customer_managed_key
@@ -194,19 +253,32 @@ class Workspace(pulumi.ComponentResource):
                 # The workspace's name is its identity for every job and datastore: replace it only by
                 # deleting first, and never on a change Azure can make in place.
                 delete_before_replace=True,
+                # A user-assigned identity must reach the dependencies when the workspace is created.
+                depends_on=uai_grants,
             ),
         )
         self.workspace_name = self.workspace.name
+        self._grant_user_assigned(name, args, {"workspace": self.workspace.id})
 
-        monitor.DiagnosticSetting(
-            f"{name}-diagnostics",
-            name="send-to-log-analytics",
-            resource_uri=self.workspace.id,
-            workspace_id=logs.id,
-            logs=[monitor.DiagnosticsLogSettingsArgs(category_group="allLogs", enabled=True)],
-            metrics=[monitor.DiagnosticsMetricSettingsArgs(category="AllMetrics", enabled=True)],
-            opts=child,
+        # Resource logs of the workspace, its key vault (Azure Policy cf820ca0) and its blob service, to Log
+        # Analytics. Diagnostic settings are platform ingestion: unaffected by the public-access settings above.
+        diagnosed = (
+            ("diagnostics", self.workspace.id),
+            ("kv-diagnostics", self.key_vault.id),
+            ("blob-diagnostics", pulumi.Output.concat(self.storage_account.id, "/blobServices/default")),
         )
+        for key, resource_uri in diagnosed:
+            monitor.DiagnosticSetting(
+                f"{name}-{key}",
+                name="send-to-log-analytics",
+                resource_uri=resource_uri,
+                workspace_id=logs.id,
+                logs=[monitor.DiagnosticsLogSettingsArgs(category_group="allLogs", enabled=True)],
+                # The blob service's metrics already reach Azure Monitor without a setting; the rest send all.
+                metrics=None if key == "blob-diagnostics"
+                else [monitor.DiagnosticsMetricSettingsArgs(category="AllMetrics", enabled=True)],
+                opts=child,
+            )
 
         self.register_outputs(
             {
@@ -218,3 +290,27 @@ class Workspace(pulumi.ComponentResource):
                 "registryId": self.registry.id,
             }
         )
+
+    def _grant_user_assigned(
+        self, name: str, args: WorkspaceArgs, scopes: dict[str, pulumi.Input[str]]
+    ) -> list[pulumi.Resource]:
+        """The :data:`USER_ASSIGNED_GRANTS` on ``scopes`` for the primary user-assigned identity, if any."""
+        uai = args.config.primary_user_assigned_identity
+        if not uai:
+            return []
+        if not hasattr(self, "_uai_principal"):
+            self._uai_principal = _identity_principal(uai, self)
+        return [
+            grant(
+                f"{name}-identity-{resource.replace('_', '-')}",
+                Grant(key, role, scopes[resource]),
+                principal_id=self._uai_principal,
+                principal_type="ServicePrincipal",  # a managed identity
+                subscription_id=args.subscription_id,
+                name_seed=(args.config.name, "workspace-identity", uai, resource),
+                description=f"Workspace {args.config.name}'s user-assigned identity on its {resource}: {key}",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for resource, key, role in USER_ASSIGNED_GRANTS
+            if resource in scopes
+        ]

@@ -34,6 +34,26 @@ from model.stackfile import SECRET_PLACEHOLDER, StackFile
 from model.waivers import Waiver
 
 LOCATION_KEY = "azure-native:location"
+SUBSCRIPTION_KEY = "azure-native:subscriptionId"
+
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+SAME_SUBSCRIPTION: Mapping[str, str] = {
+    "workspace.customer_managed_key.key_vault": (
+        "the key vault holding a customer-managed key must be in the workspace's subscription "
+        "(Azure ML, \"Use customer-managed keys\")"
+    ),
+    "network.subnet_id": (
+        "the training subnet's virtual network must be in the workspace's subscription "
+        "(Azure ML, \"Secure a training environment with virtual networks\")"
+    ),
+    "workspace.primary_user_assigned_identity": (
+        "the stack looks the workspace's user-assigned identity up in the deployment subscription to grant "
+        "it the roles Azure ML documents (\"Set up authentication between Azure Machine Learning and other "
+        "services\"); use an identity in that subscription"
+    ),
+}
+"""Resource ids the workspace's own subscription must hold, and why (the rule Azure documents)."""
 
 
 class _References:
@@ -59,6 +79,8 @@ class StackConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     location: str = Field(min_length=1)
+    subscription_id: str | None = None
+    """``azure-native:subscriptionId``: the subscription ``pulumi up`` deploys to, when the stack pins it."""
     workspace: Workspace
     network: Network = Network()
     clusters: list[Cluster] = Field(min_length=1)
@@ -138,6 +160,40 @@ class StackConfig(BaseModel):
             object.__setattr__(self, "jobs", [*self.jobs, *checks])
         return self
 
+    @model_validator(mode="after")
+    def _one_subscription(self) -> StackConfig:
+        mismatch = self.subscription_mismatch(self.subscription_id)
+        if mismatch:
+            found = _References()
+            found.add(tuple(mismatch[0].split(".")), mismatch[1])
+            found.raise_any()
+        return self
+
+    def subscription_references(self) -> list[tuple[str, str]]:
+        """(key, subscription id) of every resource id that must be in the workspace's subscription."""
+        ws = self.workspace
+        ids = {
+            "workspace.customer_managed_key.key_vault": ws.customer_managed_key.key_vault
+            if ws.customer_managed_key else None,
+            "network.subnet_id": self.network.subnet_id,
+            "workspace.primary_user_assigned_identity": ws.primary_user_assigned_identity,
+        }
+        return [(key, value.split("/")[2]) for key, value in ids.items() if value]
+
+    def subscription_mismatch(self, subscription: str | None) -> tuple[str, str] | None:
+        """(key, message) of the first id outside ``subscription`` (or, without it, outside the first id's).
+
+        GUIDs compare case-insensitively.
+        """
+        refs = self.subscription_references()
+        if not refs:
+            return None
+        expected, source = (subscription, SUBSCRIPTION_KEY) if subscription else (refs[0][1], refs[0][0])
+        for key, sub in refs:
+            if sub.lower() != expected.lower():
+                return key, (f"subscription {sub} differs from {expected} ({source}): {SAME_SUBSCRIPTION[key]}")
+        return None
+
     def cluster(self, name: str) -> Cluster:
         return next(c for c in self.clusters if c.name == name)
 
@@ -176,7 +232,7 @@ def _hint(value: str, known: Mapping[str, object]) -> str:
     return f"; known: {', '.join(known) or 'none declared'}"
 
 
-_FIELDS = tuple(name for name in StackConfig.model_fields if name != "location")
+_FIELDS = tuple(name for name in StackConfig.model_fields if name not in ("location", "subscription_id"))
 
 KeyPath = tuple[str | int, ...]
 """A path into the stack file: the config key (``aml-gpu-training:clusters``), then keys and list indexes."""
@@ -365,6 +421,8 @@ NO_PLACE: dict[tuple[str, str], str] = {
     ("Cluster", "type"): "every cluster is an AmlCompute cluster (`type: amlcompute` is implied): remove it",
     ("StackConfig", "location"): f"the region is set with {LOCATION_KEY} (or workspace.location), "
                                  f"not {NAMESPACE}:location",
+    ("StackConfig", "subscription_id"): f"the subscription is set with {SUBSCRIPTION_KEY} (pulumi config set "
+                                        f"{SUBSCRIPTION_KEY} <id>)",
 }
 """Keys that have no place in the stack model, and why."""
 
@@ -472,9 +530,11 @@ def _problems_of(err: ValidationError, data: Mapping[str, Any]) -> list[tuple[Ke
 
 
 def _in_file(path: KeyPath) -> KeyPath:
-    """A path below the namespace as a path in the stack file (the region's key is its own)."""
-    if path and path[0] == LOCATION_KEY:
+    """A path below the namespace as a path in the stack file (the region's and subscription's keys are their own)."""
+    if path and path[0] in (LOCATION_KEY, SUBSCRIPTION_KEY):
         return path
+    if path and path[0] == "subscription_id":
+        return (SUBSCRIPTION_KEY, *path[1:])
     return (f"{NAMESPACE}:{path[0]}", *path[1:]) if path else (NAMESPACE,)
 
 
@@ -491,7 +551,7 @@ def _raise_all(found: list[tuple[KeyPath, str]], file: str, locate: Locate | Non
 
 def build(
     values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset(),
-    locate: Locate | None = None,
+    subscription: str | None = None, locate: Locate | None = None,
 ) -> StackConfig:
     """Validate namespace values (key without namespace -> decoded value) into a :class:`StackConfig`.
 
@@ -512,10 +572,19 @@ def build(
         found.append(((LOCATION_KEY,), "the region is encrypted (secure:) and cannot be read offline; a region is "
                                        "not a secret: set it in plain text"))
         location = "secret"
-    data = {k: v for k, v in values.items() if k != "location"}
-    if "location" in values:
-        found.append(((f"{NAMESPACE}:location",), f"unknown key 'location': {NO_PLACE['StackConfig', 'location']}"))
+    if subscription == SECRET_PLACEHOLDER:
+        subscription = None  # encrypted: unknown offline; `pulumi up` compares with the provider's own
+    if subscription is not None and not (isinstance(subscription, str) and _GUID.fullmatch(subscription)):
+        found.append(((SUBSCRIPTION_KEY,), f"expected a subscription id (a GUID) "
+                                           f"(got {_shown(subscription, (SUBSCRIPTION_KEY,))})"))
+        subscription = None
+    data = {k: v for k, v in values.items() if k not in ("location", "subscription_id")}
+    for internal in ("location", "subscription_id"):
+        if internal in values:
+            found.append(((f"{NAMESPACE}:{internal}",),
+                          f"unknown key {internal!r}: {NO_PLACE['StackConfig', internal]}"))
     data["location"] = location or ""
+    data["subscription_id"] = subscription
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
     if not data["location"] and "location" in values:
@@ -554,7 +623,7 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     secret = frozenset(k.removeprefix(prefix) for k in stack.secret_keys if k.startswith(prefix))
     try:
         config = build(values, location=location, file=stack.display, root=root, secret=secret,
-                       locate=stack.position_of)
+                       subscription=stack.config.get(SUBSCRIPTION_KEY), locate=stack.position_of)
     except ConfigError as err:
         if not wrong:
             raise
@@ -593,4 +662,5 @@ def from_pulumi_config(stack_name: str, root: Path) -> StackConfig:
         k.removeprefix(prefix) for k in handed if k.startswith(prefix) and runtime_config.is_config_secret(k)
     )
     location = handed.get(LOCATION_KEY)
-    return build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root, secret=secret)
+    return build(values, location=location, file=f"Pulumi.{stack_name}.yaml", root=root, secret=secret,
+                 subscription=handed.get(SUBSCRIPTION_KEY))

@@ -86,6 +86,11 @@ DataType = Annotated[
 _DATA_URI = re.compile(r"^(azureml:|https?://|wasbs?://|abfss?://|adl://|gs://|s3://)")
 
 
+def is_remote_path(value: str) -> bool:
+    """A data asset or URI (what a run may read), not a local path."""
+    return bool(_DATA_URI.match(value))
+
+
 def _remote_path(value: str | None) -> str | None:
     if value is not None and not _DATA_URI.match(value):
         raise ValueError(

@@ -21,6 +21,7 @@ _FAMILY_TITLES = {
     "compute": "Compute",
     "environments": "Environments",
     "runs": "Distributed runs",
+    "budgets": "Budgets (cost at list price)",
 }
 
 
@@ -72,6 +73,9 @@ def render() -> str:
         "- **Waivers**: a stack excuses one rule for one declared resource or run under "
         "`aml-gpu-training:waivers` with `rule`, `resource` (its declared name), `reason` and an optional "
         "`expires` date. Waived findings are still reported and counted; expired waivers stop applying.",
+        "- **Azure Policy**: which of Azure's built-in policy definitions (an organisation may assign them with "
+        "Deny) the stack meets by default, which are stack settings and which rule checks each: "
+        "[azure-policy.md](azure-policy.md).",
         "",
         "| Rule | Severity | Default | Applies to |",
         "|---|---|---|---|",

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from infra.prices import PriceTable
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model import NAMESPACE
 from model.config import StackConfig
@@ -185,6 +186,7 @@ def evaluate(
     pack_config: dict[str, Any] | None = None,
     today: dt.date | None = None,
     source: str | None = None,
+    prices: PriceTable | None = None,
 ) -> Report:
     """Evaluate every rule on a planned stack.
 
@@ -192,14 +194,14 @@ def evaluate(
     resolved runs; ``config``: the stack model (waivers, and where things are declared);
     ``pack_config``: CrossGuard-shaped per-rule settings (see :mod:`policies.packconfig`); ``today``:
     the date waivers expire against (default: today); ``source``: the stack file's name, used in
-    error messages.
+    error messages; ``prices``: the pricing table for budget rules (default: the shipped one).
 
     Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``
     and for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``).
     """
     today = today or dt.date.today()
     settings = resolve(pack_config)
-    stack = Stack(resources, runs)
+    stack = Stack(resources, runs, prices)
     locator = _Locator(config)
     owners = {stack.owner(r).name for r in stack.resources}
     check_references(config.waivers, rules=BY_ID.keys(), names=locator.names | owners, file=source)

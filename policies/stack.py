@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from jobs.resolved import RUN_TYPE, ResolvedRun
+
+if TYPE_CHECKING:
+    from infra.prices import PriceTable
 
 OwnerKind = Literal["workspace", "network", "cluster", "image-build-compute", "environment", "run", "resource"]
 
@@ -43,9 +46,13 @@ class Owner:
 class Stack:
     """A planned stack: resources (wire shape, as the provider receives them) and the resolved runs."""
 
-    def __init__(self, resources: Iterable[Mapping[str, Any]], runs: Iterable[ResolvedRun]) -> None:
+    def __init__(
+        self, resources: Iterable[Mapping[str, Any]], runs: Iterable[ResolvedRun], prices: PriceTable | None = None
+    ) -> None:
         self.resources: tuple[Mapping[str, Any], ...] = tuple(resources)
         self.runs: tuple[ResolvedRun, ...] = tuple(runs)
+        self.prices = prices
+        """The pricing table budget rules use (None: the shipped ``infra/prices.json``)."""
 
     @cached_property
     def _by_name(self) -> dict[tuple[str, str], Mapping[str, Any]]:

@@ -37,6 +37,7 @@ PAGES = (
     "docs/infiniband.md",
     "docs/gitops.md",
     "docs/troubleshooting.md",
+    "docs/migrating.md",
     "examples/multi-team/README.md",
 )
 FRAGMENT_PAGES = ("docs/frameworks.md", "docs/troubleshooting.md")

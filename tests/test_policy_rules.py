@@ -32,6 +32,9 @@ PE = "azure-native:network:PrivateEndpoint"
 DNS_GROUP = "azure-native:network:PrivateDnsZoneGroup"
 DIAG = "azure-native:monitor:DiagnosticSetting"
 CONTAINER = "azure-native:storage:BlobContainer"
+INSIGHTS = "azure-native:applicationinsights:Component"
+LOGS = "azure-native:operationalinsights:Workspace"
+VNET = "azure-native:network:VirtualNetwork"
 
 WORKSPACE = "mlw-gpu-dev"
 CLUSTER = "gpu-a100"
@@ -77,6 +80,12 @@ def run_setting(run: str, path: str, value: Any) -> Mutation:
             target[last] = value
 
     return mutate
+
+
+def priced_h100(b: Baseline) -> None:
+    """The cluster on Standard_ND96isr_H100_v5 in eastus2: priced in the shipped table (98.32 USD/h)."""
+    b.inputs(COMPUTE, CLUSTER)["location"] = "eastus2"
+    aml(b)["vmSize"] = "Standard_ND96isr_H100_v5"
 
 
 def both(*mutations: Mutation) -> Mutation:
@@ -178,7 +187,7 @@ CASES = [
          "key vault has no private endpoint"),
     Case("workspace-diagnostic-logs", drop(DIAG, "mlw-gpu-dev-diagnostics"), WORKSPACE, "no diagnostic setting"),
     Case("workspace-hbi-storage-private",
-         both(setting(WS, "hbiWorkspace", True),
+         both(setting(WS, "hbiWorkspace", True), setting(STORAGE, "publicNetworkAccess", "Enabled"),
               setting(STORAGE, "networkRuleSet.ipRules", [{"iPAddressOrRange": "203.0.113.7", "action": "Allow"}])),
          WORKSPACE, "admits 1 public IP range", comply=setting(WS, "hbiWorkspace", True)),
     Case("workspace-image-build-compute", setting(WS, "imageBuildCompute", ...), WORKSPACE,
@@ -189,8 +198,35 @@ CASES = [
     Case("storage-https-only", setting(STORAGE, "enableHttpsTrafficOnly", False), WORKSPACE, "plain HTTP"),
     Case("storage-minimum-tls-1-2", setting(STORAGE, "minimumTlsVersion", "TLS1_0"), WORKSPACE, "TLS1_0"),
     Case("storage-shared-key-disabled", setting(STORAGE, "allowSharedKeyAccess", True), WORKSPACE, "enabled"),
-    Case("storage-network-default-deny", setting(STORAGE, "networkRuleSet.defaultAction", "Allow"), WORKSPACE,
-         "default action is Allow"),
+    Case("storage-network-default-deny",
+         both(setting(STORAGE, "publicNetworkAccess", "Enabled"), setting(STORAGE, "networkRuleSet.defaultAction",
+                                                                           "Allow")),
+         WORKSPACE, "default action is Allow"),
+    # Azure Policy built-ins an enterprise may assign with Deny (docs/azure-policy.md).
+    Case("storage-public-network-disabled", setting(STORAGE, "publicNetworkAccess", "Enabled"), WORKSPACE,
+         "public network access is Enabled"),
+    Case("storage-sas-policy", setting(STORAGE, "sasPolicy", ...), WORKSPACE, "no SAS expiration policy"),
+    Case("storage-replication-redundant", setting(STORAGE, "sku.name", "Standard_LRS"), WORKSPACE,
+         "replication is Standard_LRS", comply=setting(STORAGE, "sku.name", "Standard_ZRS")),
+    Case("monitoring-public-access-disabled", setting(INSIGHTS, "publicNetworkAccessForQuery", "Enabled"), WORKSPACE,
+         "queried from public networks"),
+    Case("monitoring-public-ingestion-disabled", setting(LOGS, "publicNetworkAccessForIngestion", "Enabled"),
+         WORKSPACE, "accepted from public networks"),
+    Case("monitoring-local-auth-disabled", setting(INSIGHTS, "disableLocalAuth", False), WORKSPACE,
+         "instrumentation keys"),
+    Case("log-analytics-local-auth-disabled", setting(LOGS, "features.disableLocalAuth", ...), WORKSPACE,
+         "workspace keys"),
+    Case("registry-exports-disabled", setting(ACR, "policies.exportPolicy.status", "enabled"), WORKSPACE,
+         "images can be exported"),
+    Case("registry-arm-audience-tokens-disabled", setting(ACR, "policies.azureADAuthenticationAsArmPolicy", ...),
+         WORKSPACE, "azureADAuthenticationAsArmPolicy is not set"),
+    Case("registry-zone-redundant", setting(ACR, "zoneRedundancy", "Disabled"), WORKSPACE, "not zone redundant"),
+    Case("network-subnet-private", setting(SUBNET, "defaultOutboundAccess", True), "network",
+         "default outbound access", comply=setting(SUBNET, "defaultOutboundAccess", False)),
+    Case("required-tags", setting(COMPUTE, "tags", {"project": "aml-gpu-training"}, CLUSTER), CLUSTER,
+         "lacks tag(s) cost-center, environment"),
+    Case("private-dns-zones-on-existing-network", lambda b: b.drop(VNET, "mlw-gpu-dev-vnet"), WORKSPACE,
+         "and links it to"),
     Case("storage-container-private", setting(CONTAINER, "publicAccess", "Blob"), WORKSPACE, "public access is Blob"),
     Case("key-vault-purge-protection", setting(VAULT, "properties.enablePurgeProtection", False), WORKSPACE,
          "purge protection"),
@@ -300,6 +336,17 @@ CASES = [
          "resolved against max nodes 4"),
     Case("run-environment-matches-plan", run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch:2"),
          "ddp-per-process", "is not registered by this stack"),
+    # budgets: the cluster moved to a size and region the shipped pricing table prices (H100, eastus2)
+    Case("stack-hourly-ceiling", lambda b: aml(b)["scaleSettings"].update(maxNodeCount=4), WORKSPACE,
+         "at least $393.28 (price unknown for image-builder) per hour, over the budget of $250.00 per hour",
+         comply=priced_h100, pack_config={"stack-hourly-ceiling": {"max_usd_per_hour": 250}}),
+    Case("run-cost-ceiling", run_setting("ddp-per-process", "spec.resources.instance_count", 4), "ddp-per-process",
+         "4 node(s) x $98.32 per hour x 2 h timeout = $786.56, over the budget of $500.00 per run",
+         comply=priced_h100, pack_config={"run-cost-ceiling": {"max_usd_per_run": 500}}),
+    Case("cluster-idle-floor", lambda b: aml(b)["scaleSettings"].update(minNodeCount=2), CLUSTER,
+         "$143,547.20 per month, over the budget of $100,000.00 per month",
+         comply=both(priced_h100, lambda b: aml(b)["scaleSettings"].update(minNodeCount=1)),
+         pack_config={"cluster-idle-floor": {"max_usd_per_month": 100000}}),
 ]
 
 
@@ -393,7 +440,8 @@ def test_unknown_values_are_never_violations() -> None:
         group["inputs"]["privateEndpointName"] = "[unknown]"
     for pe in (r for r in b.resources if r["type"] == PE):
         pe["inputs"]["privateLinkServiceConnections"][0]["privateLinkServiceId"] = "[unknown]"
-    b.one(DIAG)["inputs"]["resourceUri"] = "[unknown]"
+    for setting_ in (r for r in b.resources if r["type"] == DIAG):
+        setting_["inputs"]["resourceUri"] = "[unknown]"
     assert b.evaluate().mandatory_failures == 0
 
 

@@ -5,7 +5,10 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 * ``resources.json``: every resource the engine would register, inputs in the provider's wire shape;
 * ``outputs.json``: the stack outputs (secrets masked);
 * ``jobs/<run>.yml``: each declared run as an Azure ML CLI v2 job file (``az ml job create -f``);
-* ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR.
+* ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR;
+* ``cost.json``: what each cluster and run can cost at list price (``infra/prices.json``, or ``--prices``);
+* ``diff.json`` (with ``--base``): what changes against a base plan folder or git ref, what gets replaced,
+  and a one-line verdict; ``policy.md`` then opens with it (see :mod:`amlgpu.review`).
 
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
 (nothing written).
@@ -26,6 +29,7 @@ from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
+    "cost.json": None, "diff.json": None,
 }
 """What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there, so all
 ``--out`` may hold before it is replaced."""
@@ -42,6 +46,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--out", type=Path, help="output folder (default: build/<stack>)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
     parser.add_argument("--policy-config", type=Path, help="policy pack config (JSON): enforcement and parameters")
+    parser.add_argument("--base", metavar="DIR_OR_GIT_REF",
+                        help="compare with a base: an earlier plan folder, or a git ref planned in a temporary "
+                        "worktree with its own code; writes diff.json and a diff section atop policy.md")
+    parser.add_argument("--prices", type=Path, metavar="FILE",
+                        help="pricing table overriding infra/prices.json figure by figure (e.g. negotiated rates)")
     parser.set_defaults(func=run)
 
 
@@ -69,9 +78,17 @@ def run(args: argparse.Namespace) -> int:
         from policies.packconfig import load
 
         pack_config = load(args.policy_config)
+    prices = _prices(args.prices)
+    base = None
+    if args.base:
+        from amlgpu.base import load_base
+
+        _progress(f"Planning the base {args.base!r}...")
+        base = load_base(args.base, stack.root, stack.name)
 
     _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
-    result = plan_stack(stack, out, pack_config=pack_config)
+    result = plan_stack(stack, out, pack_config=pack_config, prices=prices)
+    result.review(prices, base)
     try:
         with atomic_directory(out) as staging:
             result.write(staging)
@@ -108,6 +125,26 @@ class PlanResult:
         self.runs = runs
         self.job_files = job_files
         self.report = report
+        self.cost: Any = None
+        self.diff: dict[str, Any] | None = None
+        self._cost_change: dict[str, Any] | None = None
+
+    def review(self, prices: Any, base: Any = None) -> None:
+        """Work out the cost (and, against ``base``, the diff and the change in cost) for the artifacts."""
+        from amlgpu.review import cost_change, diff
+        from jobs.resolved import RUN_TYPE, ResolvedRun
+        from policies.cost import estimate
+        from policies.stack import Stack
+
+        self.cost = estimate(Stack(self.resources, self.runs), prices)
+        if base is not None:
+            self.diff = diff(base.resources, self.resources, base_label=base.label)
+            try:
+                base_runs = [ResolvedRun.from_props(r["inputs"]) for r in base.resources if r["type"] == RUN_TYPE]
+            except (KeyError, TypeError, ValueError):
+                base_runs = []  # a base planned by older code: its runs' cost cannot be read back
+            self._cost_change = cost_change(estimate(Stack(base.resources, base_runs), prices), self.cost)
+            self.diff["cost"] = self._cost_change
 
     def write(self, folder: Path) -> None:
         from policies.sarif import to_sarif
@@ -119,7 +156,15 @@ class PlanResult:
             write_text(folder / "jobs" / f"{name}.yml", text)
         sarif = to_sarif(self.report, self.stack.file.display, self.stack.file.line_of)
         write_text(folder / "policy.sarif", canonical_json(sarif))
-        write_text(folder / "policy.md", markdown(self.report, self.stack.name))
+        from amlgpu.review import cost_markdown, diff_markdown
+
+        top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
+        bottom = cost_markdown(self.cost, self._cost_change) if self.cost is not None else ""
+        write_text(folder / "policy.md", top + markdown(self.report, self.stack.name) + bottom)
+        if self.cost is not None:
+            write_text(folder / "cost.json", canonical_json(self.cost.to_json()))
+        if self.diff is not None:
+            write_text(folder / "diff.json", canonical_json(self.diff))
 
     def outside_links(self) -> dict[str, tuple[str, ...]]:
         """Each runs' code folder holding symbolic links that lead outside it, with those links."""
@@ -144,12 +189,21 @@ class PlanResult:
                 "advisory": self.report.advisory_failures,
                 "waived": self.report.waived,
             },
+            **({"cost": self.cost.to_json()["stack"]} if self.cost is not None else {}),
+            **({"diff": self.diff["verdict"]} if self.diff is not None else {}),
         }
 
     def render_text(self, out: Path) -> str:
         from amlgpu.render import plan_tree
 
-        return plan_tree(self, _display_path(out))
+        text = plan_tree(self, _display_path(out))
+        if self.cost is not None:
+            stack_cost = self.cost.to_json()["stack"]
+            text += (f"\nCost at list price: {stack_cost['ceiling_usd_per_hour']} USD/h with every cluster at max "
+                     f"nodes, {stack_cost['floor_usd_per_month']} USD/month idle floor (cost.json).")
+        if self.diff is not None:
+            text += f"\nAgainst {self.diff['base']}: {self.diff['verdict']} (diff.json)"
+        return text
 
 
 def _display_path(path: Path) -> str:
@@ -159,7 +213,26 @@ def _display_path(path: Path) -> str:
         return str(path)
 
 
-def plan_stack(stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | None = None) -> PlanResult:
+def _prices(path: Path | None) -> Any:
+    """The shipped pricing table, overridden figure by figure by the ``--prices`` file when one is given."""
+    from infra.prices import DEFAULT_TABLE, PriceTableError, load
+
+    shipped = load(DEFAULT_TABLE)
+    if path is None:
+        return shipped
+    try:
+        return shipped.overridden_by(load(path))
+    except FileNotFoundError:
+        raise UserError("pricing table not found", file=str(path), key="--prices") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read the pricing table: {err}", file=str(path), key="--prices") from None
+    except PriceTableError as err:
+        raise UserError(str(err), file=str(path), key=err.key) from None
+
+
+def plan_stack(
+    stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | None = None, prices: Any = None
+) -> PlanResult:
     """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
     from amlgpu.plan import run_program
     from jobs.render import job_yaml
@@ -172,6 +245,7 @@ def plan_stack(stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | N
     # `az ml job create -f` resolves it.
     job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
     report = evaluate(
-        [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display
+        [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
+        prices=prices,
     )
     return PlanResult(stack, plan, runs, job_files, report)

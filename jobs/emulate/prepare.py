@@ -15,6 +15,7 @@ put first on PATH, so ``python`` and ``torchrun`` in the command are the ones ``
 from __future__ import annotations
 
 import os
+import random
 import shlex
 import shutil
 import socket
@@ -193,9 +194,24 @@ def _base_environment(spec: Mapping[str, Any], environ: Mapping[str, str]) -> di
     return base
 
 
+_PORTS = range(20000, 32768)
+"""Where local rendezvous ports are drawn from: below Linux's ephemeral range (32768-60999), which
+outgoing connections take ports from, so a port found free here is not handed to a connect() before
+the rank binds it (a port the OS picks with bind(0) is from that range and was, under load)."""
+
+
 def free_port() -> int:
-    """A TCP port nothing listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A TCP port nothing listens on right now, drawn at random below the ephemeral range."""
+    draw = random.SystemRandom()
+    for _ in range(64):
+        port = draw.choice(_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOCAL_MASTER_ADDR, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # a crowded range: let the OS pick
         sock.bind((LOCAL_MASTER_ADDR, 0))
         return int(sock.getsockname()[1])
 

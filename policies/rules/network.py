@@ -124,3 +124,33 @@ def private_endpoint_dns(stack: Stack) -> list[Violation]:
             continue
         out.append(Violation(endpoint, f"private endpoint {endpoint['name']!r} has no private DNS zone group"))
     return out
+
+
+ZONE_LINK = "azure-native:privatedns:VirtualNetworkLink"
+
+
+@stack_rule(
+    id="private-dns-zones-on-existing-network",
+    title="Private DNS zones of an existing (hub) network are referenced, not created again",
+    severity="medium",
+    enforcement="advisory",
+    rationale="Azure refuses to link a second private DNS zone of the same name to one virtual network. In a "
+    "hub-and-spoke network the hub usually links central privatelink.* zones already; a stack deploying into an "
+    "existing subnet that creates and links its own zones then fails at `pulumi up` (or, linked to a different "
+    "network, resolves the workspace to addresses the hub does not see).",
+    remediation="List the hub's zones in network.private_dns_zone_ids (zone name -> resource id): the private "
+    "endpoints use them and the stack neither creates nor links them. `amlgpu preflight` shows the zones already "
+    "linked to the network.",
+    reference="https://learn.microsoft.com/en-us/azure/private-link/private-endpoint-dns-integration",
+)
+def private_dns_zones_on_existing_network(stack: Stack) -> list[Violation]:
+    if stack.of_type(VIRTUAL_NETWORK):
+        return []  # the stack's own network: nothing else links zones to it
+    out = []
+    for link in stack.of_type(ZONE_LINK):
+        network = get(inputs(link), "virtualNetwork.id")
+        zone = get(inputs(link), "privateZoneName", link["name"])
+        where = f"existing network {str(network).rsplit('/', 1)[-1]!r}" if known(network) else "an existing network"
+        out.append(Violation(link, f"creates zone {zone} and links it to {where}: a hub with a zone of that name "
+                                   "linked already refuses it; use network.private_dns_zone_ids"))
+    return out

@@ -245,3 +245,52 @@ def workspace_image_build_compute(stack: Stack) -> list[Violation]:
     return out
 
 
+
+
+TAGGABLE = (
+    "azure-native:resources:ResourceGroup",
+    "azure-native:operationalinsights:Workspace",
+    "azure-native:applicationinsights:Component",
+    "azure-native:storage:StorageAccount",
+    "azure-native:keyvault:Vault",
+    "azure-native:containerregistry:Registry",
+    WORKSPACE,
+    "azure-native:machinelearningservices:Compute",
+    "azure-native:network:NetworkSecurityGroup",
+    "azure-native:network:VirtualNetwork",
+    "azure-native:network:PrivateEndpoint",
+    "azure-native:privatedns:PrivateZone",
+    "azure-native:privatedns:VirtualNetworkLink",
+)
+"""Types the stack creates that carry ARM tags (role assignments, subnets, zone groups, diagnostic settings and
+blob containers have none)."""
+
+
+@stack_rule(
+    id="required-tags",
+    title="Every taggable resource carries the required tags",
+    severity="medium",
+    enforcement="advisory",
+    rationale="Azure Policy 'Require a tag on resources' (871b6d14-10aa-478d-b590-94f262ecfa99, Deny) refuses any "
+    "resource without the tag, and cost reports lose what is untagged. The required names are the rule's `tags` "
+    "parameter, or by default every tag the workspace carries: the stack's tags must reach clusters, private "
+    "endpoints and DNS zones too.",
+    remediation="Put the tag in workspace.tags: the program sets the workspace's tags on every taggable resource.",
+    reference="https://learn.microsoft.com/en-us/azure/governance/policy/samples/built-in-policies#tags",
+)
+def required_tags(stack: Stack, *, tags: tuple[str, ...] = ()) -> list[Violation]:
+    required = set(tags)
+    if not required:
+        for workspace in stack.of_type(WORKSPACE):
+            carried = get(inputs(workspace), "tags", {})
+            required |= set(carried) if isinstance(carried, Mapping) else set()
+    out = []
+    for resource in stack.of_type(*TAGGABLE):
+        carried = get(inputs(resource), "tags", {})
+        if not known(carried):
+            continue
+        missing = sorted(required - set(carried if isinstance(carried, Mapping) else {}))
+        if missing:
+            out.append(Violation(resource, f"{resource['type'].rsplit(':', 1)[-1]} {resource['name']!r} lacks "
+                                           f"tag(s) {', '.join(missing)}"))
+    return out

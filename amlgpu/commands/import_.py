@@ -1,0 +1,82 @@
+"""``amlgpu import PATH...``: existing Azure ML jobs as entries of a stack.
+
+Reads CLI v2 command job files (``*.yml``) and SDK v1 / v2 submission scripts (``*.py``: each
+``ScriptRunConfig(...)`` and ``command(...)``, read without running the script) and prints them as
+``aml-gpu-training:jobs`` entries (with the ``environments`` entries they need), each preceded by a
+comment naming the file and line it came from. See docs/migrating.md for every mapping.
+
+With ``--stack``, ``compute`` and ``environment`` map to that stack's clusters and environments
+(``--compute`` / ``--environment`` choose them explicitly) and the entries are checked against it.
+``--write`` appends them to ``Pulumi.<stack>.yaml``, keeping its comments and layout, then plans it.
+
+Exit 0 when everything was imported (with --write: the plan's own exit code), 1 when values were left
+as ``TODO(amlgpu import)`` placeholders (listed with their file and line; --write then writes nothing),
+2 on bad input (a file that is not a job, a script without ScriptRunConfig or command(), a name the
+stack already uses), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from model.errors import EXIT_OK, EXIT_POLICY, UserError
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "import",
+        help="turn Azure ML job YAML and SDK v1/v2 scripts into stack entries",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", metavar="PATH", nargs="+", type=Path, help="job files (.yml) and scripts (.py)")
+    parser.add_argument("--stack", "-s", help="map to (and with --write, append to) Pulumi.<stack>.yaml")
+    parser.add_argument("--compute", metavar="CLUSTER", help="the stack cluster every imported run uses")
+    parser.add_argument("--environment", metavar="ENV", help="the stack environment (or azureml: reference) they use")
+    parser.add_argument("--name", help="the run's name (importing one run)")
+    parser.add_argument("--write", action="store_true", help="append to the stack file, then run amlgpu plan")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from jobs.importer import Context, import_files
+    from jobs.importer.emit import append_to_stack, render, write_atomically
+    from model import stackfile
+    from model.config import from_stackfile
+    from model.project import find_root, load_stack
+
+    if args.write and not args.stack:
+        raise UserError("--write appends to a stack file: name it with --stack", key="--write")
+    root = find_root()
+    stack = load_stack(args.stack, root) if args.stack else None
+    ctx = Context(root=root, stack=stack, compute=args.compute, environment=args.environment)
+    drafts = import_files(list(args.paths), ctx, name=args.name)
+    for draft in drafts:
+        for note in draft.notes:
+            print(f"{draft.origin}: note: {note}", file=sys.stderr)
+    placeholders = [p for d in drafts for p in d.placeholders]
+    for p in placeholders:
+        print(f"{p.file}:{p.line}: left for you: {p.key}: {p.why}; {p.fix}", file=sys.stderr)
+    if not args.write or placeholders:
+        print(render(drafts), end="")
+        if placeholders:
+            print(f"{len(placeholders)} value(s) left as 'TODO(amlgpu import)' placeholders"
+                  + ("; nothing written: complete them in the source or pass --compute/--environment"
+                     if args.write else ""), file=sys.stderr)
+            return EXIT_POLICY
+        return EXIT_OK
+    assert stack is not None
+    text = append_to_stack(stack.file.path, drafts)
+    write_atomically(stack.file.path, text, check=lambda written: from_stackfile(stackfile.read(written), root))
+    runs = ", ".join(str(d.run["name"]) for d in drafts)
+    print(f"Appended {len(drafts)} run(s) to {stack.file.display}: {runs}", file=sys.stderr)
+    from amlgpu.commands import plan
+
+    # `amlgpu plan --stack S` with every default of its own parser.
+    parser = argparse.ArgumentParser(prog="amlgpu")
+    plan.register(parser.add_subparsers())
+    plan_args = parser.parse_args(["plan", "--stack", stack.name])
+    return int(plan_args.func(plan_args))

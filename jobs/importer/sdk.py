@@ -1,0 +1,494 @@
+"""Azure ML SDK scripts as stack ``jobs`` entries, read with :mod:`ast` (never executed).
+
+SDK v1 (azureml-core): each ``ScriptRunConfig(...)`` becomes a run. The distributed configurations map
+with their documented v1 semantics (Microsoft Learn, "Distributed GPU training guide (SDK v1)", and
+azureml-core's ``ScriptRunConfig``, which sets the run's node count from them):
+
+========================================================  ===================================================
+v1                                                        stack (CLI v2 vocabulary)
+========================================================  ===================================================
+``MpiConfiguration(process_count_per_node=P,              ``distribution: {type: mpi, process_count_per_instance:
+node_count=N)`` (defaults 1, 1)                           P}``, ``resources.instance_count: N``
+``PyTorchConfiguration(process_count=T, node_count=N)``   ``type: pytorch``, ``process_count_per_instance: T/N``
+                                                          (T is the total; not divisible by N is exit 2)
+``PyTorchConfiguration(node_count=N)``                    ``process_count_per_instance: 1`` (v1 starts one process
+                                                          per node: the per-node launch of torch.distributed.launch)
+``TensorflowConfiguration(worker_count=W,                 ``type: tensorflow``, ``worker_count: W``,
+parameter_server_count=S)`` (defaults 1, **1**)           ``parameter_server_count: S``, ``instance_count: W``
+no ``distributed_job_config``                             ``type: pytorch``, 1 process on 1 node (v1 ran it once)
+``script`` + ``arguments`` / ``command``                  ``command`` (``python <script> <arguments>``;
+                                                          ``$AZ_BATCHAI_*``/``$AZ_BATCH_*`` kept as written)
+``Environment.get(ws, name, version)``                    ``azureml:<name>:<version>`` (``@latest`` without one)
+``Environment.from_conda_specification`` / ``_dockerfile``  a stack environment (image + conda file / build)
+``compute_target``                                        ``compute`` (mapped to the stack's clusters)
+``max_run_duration_seconds``                              ``limits.timeout``
+``dataset.as_download()`` / ``.as_mount()``               an input ``${{inputs.<name>}}`` (``download`` /
+                                                          ``ro_mount``) of the registered dataset
+========================================================  ===================================================
+
+SDK v2 (azure-ai-ml): each ``command(...)`` call with its keyword arguments, in the CLI v2 vocabulary
+it already uses. Relative paths (``source_directory``, ``code``, conda files) are read against the
+script's folder, where Azure's examples run their scripts from.
+
+What the text does not determine (a value computed at run time, a configuration passed as a
+``RunConfiguration``) is left as a placeholder naming the file and line.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from jobs.importer.base import PLACEHOLDER_MARK, Draft, ImportInputError, Source, slug
+from jobs.importer.cliv2 import NO_DISTRIBUTION_NOTE, distribution, inline_environment, local_data
+from jobs.importer.mapping import (
+    Context,
+    add_environment,
+    map_compute,
+    map_environment_reference,
+    project_path,
+)
+from jobs.importer.static import Call, DataRef, Module, PathValue, Unknown, evaluate
+from model.runs import is_remote_path
+
+V1_KIND = "SDK v1 ScriptRunConfig"
+V2_KIND = "SDK v2 command()"
+
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./{}$-]+$")
+_GENERIC_STEMS = frozenset({"job", "run", "submit", "main", "launch", "pipeline", "train_job", "submit_job"})
+
+
+def _word(token: str) -> str:
+    """One argument on the command line: bare when the shell leaves it alone, else quoted, ``$VAR`` expanded."""
+    if _SHELL_SAFE.match(token):
+        return token
+    if "$" in token:
+        return '"' + re.sub(r'(["\\`])', r"\\\1", token) + '"'
+    return shlex.quote(token)
+
+
+def read(source: Source, ctx: Context) -> list[Draft]:
+    """Every ``ScriptRunConfig(...)`` and ``command(...)`` of a script, as drafts (exit 2 when none)."""
+    try:
+        text = source.path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ImportInputError(f"cannot read the file: {err}", file=source.display) from None
+    try:
+        module = evaluate(text, str(source.path.resolve()))
+    except SyntaxError as err:
+        raise ImportInputError(f"not Python: {err.msg}", file=source.display, line=err.lineno) from None
+    runs = [c for c in module.calls if c.name == "ScriptRunConfig"]
+    commands = [c for c in module.calls if c.name == "command" and c.qualified.startswith(("azure.ai.ml", "command"))]
+    if not runs and not commands:
+        hint = ""
+        if re.search(r"\b(Estimator|PyTorch|TensorFlow)\s*\(", text):
+            hint = "; SDK v1 estimators are not read: rewrite the estimator as a ScriptRunConfig first"
+        raise ImportInputError(
+            "no ScriptRunConfig(...) (SDK v1) or command(...) (SDK v2) call: nothing to import" + hint,
+            file=source.display,
+        )
+    experiments = [c.arg(1, "name") for c in module.calls if c.name == "Experiment"]
+    experiment = experiments[0] if len(set(map(str, experiments))) == 1 and isinstance(experiments[0], str) else None
+    stem = source.path.stem
+    base = slug(source.path.parent.name if stem in _GENERIC_STEMS else stem)
+    drafts = []
+    for i, call in enumerate([*runs, *commands]):
+        name = base if len(runs) + len(commands) == 1 else f"{base}-{i + 1}"
+        if call.name == "ScriptRunConfig":
+            drafts.append(_v1(call, module, source, ctx, name, experiment))
+        else:
+            drafts.append(_v2(call, source, ctx, name))
+    return drafts
+
+
+# ------------------------------------------------------------------------------------------ shared
+
+
+def _path(value: Any) -> str | None:
+    if isinstance(value, PathValue):
+        return value.path
+    return value if isinstance(value, str) else None
+
+
+def _folder(ctx: Context, draft: Draft, source: Source, value: Any, key: str, line: int) -> str:
+    path = _path(value)
+    if path is None:
+        why = value.why if isinstance(value, Unknown) else f"{key} is not given"
+        return draft.leave("code", getattr(value, "line", line) or line, why,
+                           "set code to the folder (under the project) holding the training script")
+    return project_path(ctx, source.folder / path, draft, key, line)
+
+
+def _text_placeholder(draft: Draft, key: str, value: Unknown, fix: str) -> str:
+    return f"<{draft.leave(key, value.line, value.why, fix)}>"
+
+
+def _count(draft: Draft, value: Any, what: str, line: int) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, Unknown):
+        return draft.leave(what, value.line, value.why, f"write the {what} the run uses")
+    raise ImportInputError(f"{what} {value!r} is not a whole number", file=draft.file, line=line)
+
+
+def _literal(draft: Draft, value: Any, key: str, line: int) -> Any:
+    """A plain value (str/number/bool/list/dict of them); anything else becomes a placeholder."""
+    if isinstance(value, Unknown):
+        return draft.leave(key, value.line, value.why, f"write the value of {key}")
+    if isinstance(value, PathValue):
+        return value.path
+    if isinstance(value, dict):
+        return {str(k): _literal(draft, v, f"{key}.{k}", line) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(draft, v, key, line) for v in value]
+    if isinstance(value, Call | DataRef):
+        return draft.leave(key, line, f"{key} is an object this importer does not map", f"write the value of {key}")
+    return value
+
+
+# ------------------------------------------------------------------------------------------ SDK v1
+
+
+def _v1(call: Call, module: Module, source: Source, ctx: Context, name: str, experiment: str | None) -> Draft:
+    draft = Draft(file=source.display, line=call.line, kind=V1_KIND, run={"name": name})
+    run = draft.run
+    if experiment:
+        run["experiment_name"] = experiment
+    run["code"] = _folder(ctx, draft, source, call.arg(0, "source_directory"), "source_directory", call.line)
+    inputs: dict[str, Any] = {}
+    run["command"] = _v1_command(draft, call, inputs)
+    run_config = call.arg(3, "run_config")
+    via_run_config = run_config is not None
+    if via_run_config:
+        # azureml-core ignores compute_target, environment, distributed_job_config... when run_config is given.
+        why = "the run's compute, environment and distribution are set by run_config (a RunConfiguration)"
+        fix = "write them here as the RunConfiguration sets them"
+        run["environment"] = draft.leave("environment", call.line, why, fix)
+        run["compute"] = draft.leave("compute", call.line, why, fix)
+        run["distribution"] = draft.leave("distribution", call.line, why, fix)
+    else:
+        environment, variables = _v1_environment(ctx, draft, source, call.arg(6, "environment"), call.line, name)
+        run["environment"] = environment
+        if variables:
+            run["environment_variables"] = variables
+        run["compute"] = _v1_compute(ctx, draft, call.arg(5, "compute_target"), call.line)
+        dist, nodes = _v1_distribution(draft, call.arg(7, "distributed_job_config"), call.line, run["command"])
+        run["distribution"] = dist
+        resources: dict[str, Any] = {"instance_count": nodes}
+        docker = call.arg(11, "docker_runtime_config")
+        if isinstance(docker, Call) and docker.name == "DockerConfiguration":
+            if docker.given(99, "shm_size"):
+                resources["shm_size"] = _literal(draft, docker.arg(99, "shm_size"), "resources.shm_size", docker.line)
+            arguments = docker.arg(99, "arguments")  # keyword-only here: positions differ across versions
+            if isinstance(arguments, list) and arguments:
+                resources["docker_args"] = " ".join(_word(str(a)) for a in arguments)
+        run["resources"] = resources
+    if inputs:
+        run["inputs"] = inputs
+    duration = call.arg(9, "max_run_duration_seconds")
+    if call.given(9, "max_run_duration_seconds"):
+        run["limits"] = {"timeout": _count(draft, duration, "max_run_duration_seconds", call.line)}
+    if isinstance(call.arg(8, "resume_from"), Call | Unknown):
+        run["command"] += " " + _text_placeholder(
+            draft, "command", Unknown(call.line, "resume_from adds --resume-from <a mounted checkpoint folder>"),
+            "declare the checkpoint folder as an input and pass --resume-from ${{inputs.<name>}}")
+    _note_v1_variables(draft, run["command"])
+    return draft
+
+
+def _v1_command(draft: Draft, call: Call, inputs: dict[str, Any]) -> str:
+    script, command, arguments = call.arg(1, "script"), call.arg(10, "command"), call.arg(2, "arguments")
+    if script is not None and command is not None:
+        raise ImportInputError("ScriptRunConfig has both script and command (azureml-core refuses that): keep one",
+                               file=draft.file, line=call.line)
+    if command is None and script is None:
+        raise ImportInputError("ScriptRunConfig has neither script nor command: nothing to run", file=draft.file,
+                               line=call.line)
+    if isinstance(command, str):
+        return command
+    words: list[str] = []
+    tokens: list[Any]
+    if command is not None:
+        if not isinstance(command, list):
+            return _text_placeholder(draft, "command", command if isinstance(command, Unknown)
+                                     else Unknown(call.line, "command is not a list or string"),
+                                     "write the command the run executes")
+        tokens = command
+    else:
+        script_word = _path(script)
+        words = ["python", _word(script_word) if script_word else _text_placeholder(
+            draft, "command", script if isinstance(script, Unknown) else Unknown(call.line, "script is not a string"),
+            "write the script's path relative to the code folder")]
+        if isinstance(arguments, str):
+            return " ".join([*words, arguments])
+        if arguments is not None and not isinstance(arguments, list):
+            return " ".join([*words, _text_placeholder(draft, "command", arguments if isinstance(arguments, Unknown)
+                                                       else Unknown(call.line, "arguments is not a list"),
+                                                       "write the script's arguments")])
+        tokens = arguments or []
+    for i, token in enumerate(tokens):
+        words.append(_argument(draft, token, tokens[i - 1] if i else None, inputs, call.line))
+    return " ".join(words)
+
+
+def _argument(draft: Draft, token: Any, previous: Any, inputs: dict[str, Any], line: int) -> str:
+    if isinstance(token, bool | int | float):
+        return str(token)  # what azureml-core passes: str(value)
+    if isinstance(token, str):
+        # A list item may hold several words ("--nproc_per_node 2 --nnodes 2"): v1 joins items with spaces.
+        return token if " " in token and not token.startswith(("'", '"')) else _word(token)
+    if isinstance(token, PathValue):
+        return _word(token.path)
+    if isinstance(token, DataRef):
+        return _data_input(draft, token, previous, inputs)
+    unknown = token if isinstance(token, Unknown) else Unknown(
+        line, "an argument is an object this importer does not map")
+    return _text_placeholder(draft, "command", unknown, "write the argument's value")
+
+
+def _data_input(draft: Draft, ref: DataRef, previous: Any, inputs: dict[str, Any]) -> str:
+    flag = previous.lstrip("-").split()[-1] if isinstance(previous, str) and previous.startswith("-") else None
+    base = re.sub(r"[^A-Za-z0-9_]", "_", ref.name or flag or "data")
+    if not re.match(r"[A-Za-z_]", base):
+        base = f"data_{base}"
+    name, n = base, 2
+    while name in inputs:
+        name, n = f"{base}_{n}", n + 1
+    dataset = ref.dataset
+    path: str
+    if isinstance(dataset, Call) and dataset.name == "Dataset.get_by_name":
+        asset, version = dataset.arg(1, "name"), dataset.arg(2, "version", "latest")
+        if isinstance(asset, str) and isinstance(version, str | int) and not isinstance(version, bool):
+            path = f"azureml:{asset}@latest" if str(version) == "latest" else f"azureml:{asset}:{version}"
+        else:
+            path = draft.leave(f"inputs.{name}.path", dataset.line,
+                               "the dataset's name or version is computed at run time",
+                               "write azureml:<name>:<version>")
+    else:
+        why = dataset.why if isinstance(dataset, Unknown) else (
+            f"the dataset comes from {dataset.name}(...), which creates or uploads data when the script runs"
+            if isinstance(dataset, Call) else "the dataset is computed at run time")
+        path = draft.leave(f"inputs.{name}.path", ref.line, why,
+                           "register the data as a data asset and write azureml:<name>:<version>")
+    inputs[name] = {"type": "uri_folder", "path": path, "mode": ref.mode}
+    return f"${{{{inputs.{name}}}}}"
+
+
+def _v1_compute(ctx: Context, draft: Draft, target: Any, line: int) -> str:
+    if isinstance(target, Call) and target.name in ("ComputeTarget", "ComputeTarget.create"):
+        target = target.arg(1, "name")
+    if isinstance(target, Unknown) and not ctx.compute:
+        return draft.leave("compute", target.line, target.why, "pass --compute CLUSTER")
+    if target is None and not ctx.compute:
+        return draft.leave("compute", line, "no compute_target: SDK v1 ran this on the submitting machine",
+                           "pass --compute CLUSTER")
+    return map_compute(ctx, draft, target if isinstance(target, str) else None, line)
+
+
+def _v1_environment(ctx: Context, draft: Draft, source: Source, env: Any, line: int,
+                    run_name: str) -> tuple[str, dict[str, str]]:
+    """The environment as the stack names it, and the environment variables the v1 environment sets."""
+    variables: dict[str, str] = {}
+    if isinstance(env, Call) and isinstance(env.attrs.get("environment_variables"), dict):
+        variables = {str(k): str(v) for k, v in env.attrs["environment_variables"].items()}
+    if ctx.environment:
+        return map_environment_reference(ctx, draft, "the script's environment"), variables
+    if env is None:
+        return draft.leave("environment", line, "no environment: SDK v1 used its default CPU image",
+                           "pass --environment ENV"), variables
+    if not isinstance(env, Call):
+        why = env.why if isinstance(env, Unknown) else "the environment is not an Environment(...) call"
+        return draft.leave("environment", getattr(env, "line", line), why, "pass --environment ENV"), variables
+    name = env.arg(0, "name") if env.name != "Environment.get" else env.arg(1, "name")
+    if env.name == "Environment.get":
+        version = env.arg(2, "version")
+        if not isinstance(name, str) or isinstance(version, Unknown):
+            return draft.leave("environment", env.line, "the environment's name or version is computed at run time",
+                               "pass --environment ENV"), variables
+        reference = f"azureml:{name}:{version}" if version is not None else f"azureml:{name}@latest"
+        return map_environment_reference(ctx, draft, reference), variables
+    entry: dict[str, Any] = {"name": name if isinstance(name, str) else f"{run_name}-env", "version": "1"}
+    base_image = env.attrs.get("docker.base_image")
+    if env.name == "Environment.from_docker_image":
+        base_image = env.arg(1, "image")
+    if env.name == "Environment.from_dockerfile":
+        dockerfile = _path(env.arg(1, "dockerfile"))
+        if dockerfile is None or "\n" in dockerfile or dockerfile.lstrip().upper().startswith("FROM "):
+            return draft.leave("environment", env.line, "the Dockerfile is given as text or computed at run time",
+                               "save it as a Dockerfile under the project and declare a build environment"), variables
+        path = source.folder / dockerfile
+        entry["build"] = {"path": project_path(ctx, path.parent, draft, "dockerfile", env.line),
+                          "dockerfile_path": path.name}
+    elif isinstance(base_image, str):
+        entry["image"] = base_image
+    else:
+        why = (base_image.why if isinstance(base_image, Unknown)
+               else "no docker.base_image: SDK v1 used its default CPU image (it depends on the azureml-core version)")
+        fix = "set the GPU image and pass --environment, or declare it"
+        return draft.leave("environment", env.line, why, fix), variables
+    conda = env.arg(1, "file_path") if env.name == "Environment.from_conda_specification" else env.arg(
+        3 if env.name == "Environment.from_docker_image" else 2, "conda_specification")
+    if conda is not None:
+        conda_path = _path(conda)
+        if conda_path is None:
+            return draft.leave("environment", env.line, "the conda file's path is computed at run time",
+                               "pass --environment ENV"), variables
+        entry["conda_file"] = project_path(ctx, source.folder / conda_path, draft, "conda_file", env.line)
+    if env.name in ("Environment", "Environment.from_pip_requirements") or env.attrs.get("python.conda_dependencies"):
+        return draft.leave("environment", env.line, f"{env.name}(...) packages are set in code",
+                           "write them to a conda file and declare an environment"), variables
+    return add_environment(ctx, draft, entry, was=f"{env.name}({name!r})", line=env.line), variables
+
+
+def _v1_distribution(draft: Draft, config: Any, line: int, command: str) -> tuple[Any, Any]:
+    """(distribution, node count) as azureml-core's ScriptRunConfig sets them from the configuration."""
+    if config is None:
+        draft.notes.append(f"no distributed_job_config: SDK v1 ran it once, on one node; {NO_DISTRIBUTION_NOTE}")
+        return {"type": "pytorch", "process_count_per_instance": 1}, 1
+    if not isinstance(config, Call) or config.name not in (
+            "MpiConfiguration", "PyTorchConfiguration", "TensorflowConfiguration"):
+        why = config.why if isinstance(config, Unknown) else "distributed_job_config is not a v1 configuration"
+        return (draft.leave("distribution", getattr(config, "line", line), why, "write the distribution"),
+                draft.leave("resources.instance_count", line, why, "write the node count"))
+    at = config.line
+    if config.name == "MpiConfiguration":
+        per_node = _count(draft, config.arg(0, "process_count_per_node", 1), "process_count_per_node", at)
+        nodes = _count(draft, config.arg(1, "node_count", 1), "node_count", at)
+        return {"type": "mpi", "process_count_per_instance": per_node}, nodes
+    if config.name == "TensorflowConfiguration":
+        workers = _count(draft, config.arg(0, "worker_count", 1), "worker_count", at)
+        servers = _count(draft, config.arg(1, "parameter_server_count", 1), "parameter_server_count", at)
+        if not config.given(1, "parameter_server_count"):
+            draft.notes.append("TensorflowConfiguration without parameter_server_count: SDK v1's default is 1 "
+                               "parameter server, kept (parameter_server_count: 0 for MultiWorkerMirroredStrategy)")
+        return {"type": "tensorflow", "worker_count": workers, "parameter_server_count": servers}, workers
+    backend = config.arg(0, "communication_backend", "Nccl")
+    if isinstance(backend, str) and backend.lower() != "nccl":
+        draft.notes.append(f"communication_backend {backend!r} has no CLI v2 key: the script's "
+                           "init_process_group(backend=...) chooses it")
+    nodes = _count(draft, config.arg(2, "node_count", 1), "node_count", at)
+    total = config.arg(1, "process_count")
+    if total is None:
+        return {"type": "pytorch", "process_count_per_instance": 1}, nodes  # v1: process_count = node_count
+    total = _count(draft, total, "process_count", at)
+    if isinstance(total, int) and isinstance(nodes, int):
+        if total % nodes:
+            raise ImportInputError(
+                f"PyTorchConfiguration(process_count={total}, node_count={nodes}): process_count is the total over "
+                f"all nodes and {total} does not divide into {nodes} nodes; make it a multiple of node_count "
+                f"(e.g. {nodes * max(1, total // nodes)})", file=draft.file, line=at)
+        return {"type": "pytorch", "process_count_per_instance": total // nodes}, nodes
+    return {"type": "pytorch", "process_count_per_instance": draft.leave(
+        "distribution.process_count_per_instance", at, "process_count or node_count is computed at run time",
+        "write process_count / node_count")}, nodes
+
+
+def _note_v1_variables(draft: Draft, command: str) -> None:
+    if "AZ_BATCHAI_MPI_MASTER_NODE" in command:
+        draft.notes.append("the command reads $AZ_BATCHAI_MPI_MASTER_NODE, which current images no longer set: "
+                           "use $AZ_BATCH_MASTER_NODE (addr:port)")
+    elif "$AZ_BATCHAI_" in command or "${AZ_BATCHAI_" in command:
+        draft.notes.append("the command reads $AZ_BATCHAI_* variables of SDK v1's images, passed through as written: "
+                           "check the image still sets them")
+
+
+# ------------------------------------------------------------------------------------------ SDK v2
+
+_V2_KEYS = frozenset({
+    "name", "display_name", "experiment_name", "description", "tags", "code", "command", "environment", "compute",
+    "inputs", "outputs", "environment_variables", "instance_count", "distribution", "shm_size", "docker_args",
+    "timeout", "job_tier", "priority",
+})
+_DISTRIBUTIONS = {"PyTorchDistribution": "pytorch", "MpiDistribution": "mpi", "TensorFlowDistribution": "tensorflow"}
+
+
+def _v2(call: Call, source: Source, ctx: Context, name: str) -> Draft:
+    draft = Draft(file=source.display, line=call.line, kind=V2_KIND, run={})
+    run = draft.run
+    given = {**call.kwargs, **call.attrs}  # job.distribution = ... after the call counts too
+    for key in sorted(given):
+        if key not in _V2_KEYS:
+            draft.leave(key, call.line, f"command({key}=...) is not imported", f"add {key} to the entry by hand")
+    run["name"] = given["name"] if isinstance(given.get("name"), str) else name
+    for key in ("display_name", "experiment_name", "description", "tags"):
+        if key in given:
+            run[key] = _literal(draft, given[key], key, call.line)
+    if "code" in given:
+        run["code"] = _folder(ctx, draft, source, given["code"], "code", call.line)
+    command = given.get("command")
+    run["command"] = command if isinstance(command, str) else draft.leave(
+        "command", call.line, command.why if isinstance(command, Unknown) else "no command", "write the command")
+    run["environment"] = _v2_environment(ctx, draft, source, given.get("environment"), call.line, run["name"])
+    run["compute"] = map_compute(ctx, draft, given.get("compute") if isinstance(given.get("compute"), str) else None,
+                                 call.line) if not isinstance(given.get("compute"), Unknown) else draft.leave(
+        "compute", call.line, given["compute"].why, "pass --compute CLUSTER")
+    if "inputs" in given:
+        run["inputs"] = _v2_data(draft, given["inputs"], "inputs", call.line)
+    if "outputs" in given:
+        run["outputs"] = _v2_data(draft, given["outputs"], "outputs", call.line)
+    if "environment_variables" in given:
+        variables = _literal(draft, given["environment_variables"], "environment_variables", call.line)
+        run["environment_variables"] = (
+            {k: str(v) for k, v in variables.items()} if isinstance(variables, dict) else variables)
+    resources: dict[str, Any] = {}
+    if "instance_count" in given:
+        resources["instance_count"] = _count(draft, given["instance_count"], "instance_count", call.line)
+    for key in ("shm_size", "docker_args"):
+        if key in given:
+            resources[key] = _literal(draft, given[key], key, call.line)
+    if resources:
+        run["resources"] = resources
+    dist = given.get("distribution")
+    if isinstance(dist, Call) and dist.name in _DISTRIBUTIONS:
+        dist = {"type": _DISTRIBUTIONS[dist.name], **_literal(draft, dist.kwargs, "distribution", dist.line)}
+    elif dist is not None:
+        dist = _literal(draft, dist, "distribution", call.line)
+    run["distribution"] = distribution(draft, dist, resources or {"instance_count": 1})
+    if "timeout" in given:
+        run["limits"] = {"timeout": _count(draft, given["timeout"], "timeout", call.line)}
+    queue = {k: _literal(draft, given[k], k, call.line) for k in ("job_tier", "priority") if k in given}
+    if queue:
+        run["queue_settings"] = queue
+    return draft
+
+
+def _v2_environment(ctx: Context, draft: Draft, source: Source, env: Any, line: int, run_name: str) -> str:
+    if isinstance(env, str):
+        if not env.startswith("azureml:") and re.fullmatch(r"[^:@/]+(:[^:@/]+|@[^:@/]+)", env):
+            env = f"azureml:{env}"  # azure-ai-ml reads "name:version" and "name@label" as asset references
+        return map_environment_reference(ctx, draft, env)
+    if isinstance(env, Call) and env.name == "Environment" and env.qualified.startswith("azure.ai.ml"):
+        definition = _literal(draft, {k: v for k, v in env.kwargs.items() if k != "build"}, "environment", env.line)
+        build = env.kwargs.get("build")
+        if isinstance(build, Call) and build.name == "BuildContext":
+            definition["build"] = _literal(draft, build.kwargs, "environment.build", build.line)
+        if PLACEHOLDER_MARK in str(definition):
+            return draft.leave("environment", env.line, "part of the Environment(...) is computed at run time",
+                               "pass --environment ENV")
+        return inline_environment(ctx, draft, source, definition, env.line, run_name, was="Environment(...)")
+    if ctx.environment:
+        return map_environment_reference(ctx, draft, "")
+    why = env.why if isinstance(env, Unknown) else "no environment named"
+    return draft.leave("environment", getattr(env, "line", line), why, "pass --environment ENV")
+
+
+def _v2_data(draft: Draft, value: Any, key: str, line: int) -> Any:
+    if not isinstance(value, dict):
+        return _literal(draft, value, key, line)
+    out: dict[str, Any] = {}
+    for name, item in value.items():
+        if isinstance(item, Call) and item.name in ("Input", "Output"):
+            fields = _literal(draft, item.kwargs, f"{key}.{name}", item.line)
+            path = fields.get("path")
+            if key == "inputs" and isinstance(path, str) and PLACEHOLDER_MARK not in path and not is_remote_path(path):
+                fields["path"] = local_data(draft, str(name), path, item.line)
+            out[str(name)] = fields
+        else:
+            out[str(name)] = _literal(draft, item, f"{key}.{name}", line)
+    return out
+
+
+def is_script(path: Path) -> bool:
+    return path.suffix.lower() == ".py"

@@ -1,0 +1,205 @@
+"""What a planned stack can cost: per cluster and per run, from the pricing table (:mod:`infra.prices`).
+
+* a cluster's **ceiling** is its price per node-hour times ``max_instances``: what it burns per hour
+  when it scales out fully; its **floor** is ``min_instances`` nodes billed all month (730 hours),
+  whether or not a job runs;
+* a run costs ``instance_count`` x the node price per hour while it runs; its **ceiling** is that times
+  ``limits.timeout`` (Azure ML cancels the job then), "unbounded" without a timeout.
+
+A price the table does not have is :data:`UNKNOWN`, and so is every figure computed from it; a floor of
+zero nodes is zero whatever the price. Figures are rounded to cents (they are estimates at list price).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infra.prices import HOURS_PER_MONTH, PriceTable
+from infra.prices import load as load_prices
+from jobs.resolved import ResolvedRun
+from policies.stack import Stack
+from policies.wire import get, inputs, same
+
+COMPUTE = "azure-native:machinelearningservices:Compute"
+UNKNOWN = "unknown"
+UNBOUNDED = "unbounded"
+TIER_OF_PRIORITY = {"dedicated": "dedicated", "lowpriority": "low_priority"}
+"""Azure ML's ``vmPriority`` on the wire -> the pricing table's tier."""
+
+Money = float | str
+"""USD rounded to cents, or :data:`UNKNOWN` / :data:`UNBOUNDED`."""
+
+
+def _usd(value: float) -> float:
+    return round(value + 0.0, 2)
+
+
+def _times(rate: float | None, factor: float) -> Money:
+    if factor == 0:
+        return 0.0
+    return UNKNOWN if rate is None else _usd(rate * factor)
+
+
+@dataclass(frozen=True)
+class ClusterCost:
+    name: str
+    kind: str
+    size: str
+    tier: str
+    region: str
+    min_instances: int
+    max_instances: int
+    node_usd_per_hour: float | None
+    price_date: str | None
+    price_source: str | None
+
+    @property
+    def ceiling_usd_per_hour(self) -> Money:
+        return _times(self.node_usd_per_hour, self.max_instances)
+
+    @property
+    def floor_usd_per_month(self) -> Money:
+        return _times(self.node_usd_per_hour, self.min_instances * HOURS_PER_MONTH)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "size": self.size,
+            "tier": self.tier,
+            "region": self.region,
+            "min_instances": self.min_instances,
+            "max_instances": self.max_instances,
+            "node_usd_per_hour": UNKNOWN if self.node_usd_per_hour is None else self.node_usd_per_hour,
+            "ceiling_usd_per_hour": self.ceiling_usd_per_hour,
+            "floor_usd_per_month": self.floor_usd_per_month,
+            **({"price": {"date": self.price_date, "source": self.price_source}} if self.price_date else {}),
+        }
+
+
+@dataclass(frozen=True)
+class RunCost:
+    name: str
+    cluster: str
+    nodes: int
+    timeout_s: int | None
+    node_usd_per_hour: float | None
+
+    @property
+    def usd_per_hour(self) -> Money:
+        return _times(self.node_usd_per_hour, self.nodes)
+
+    @property
+    def ceiling_usd(self) -> Money:
+        if self.timeout_s is None:
+            return UNBOUNDED
+        return _times(self.node_usd_per_hour, self.nodes * self.timeout_s / 3600)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cluster": self.cluster,
+            "nodes": self.nodes,
+            "timeout_s": self.timeout_s,
+            "usd_per_hour": self.usd_per_hour,
+            "ceiling_usd": self.ceiling_usd,
+        }
+
+
+@dataclass(frozen=True)
+class CostReport:
+    clusters: tuple[ClusterCost, ...]
+    runs: tuple[RunCost, ...]
+
+    @property
+    def ceiling_usd_per_hour(self) -> Money:
+        """Every cluster at ``max_instances`` at once (unknown when any cluster's price is)."""
+        return _sum(c.ceiling_usd_per_hour for c in self.clusters)
+
+    @property
+    def floor_usd_per_month(self) -> Money:
+        return _sum(c.floor_usd_per_month for c in self.clusters)
+
+    @property
+    def priced_ceiling_usd_per_hour(self) -> float:
+        """The ceiling of the clusters the table prices: a lower bound when some price is unknown."""
+        return _usd(sum(c.ceiling_usd_per_hour for c in self.clusters if isinstance(c.ceiling_usd_per_hour, float)))
+
+    def cluster(self, name: str) -> ClusterCost | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "currency": "USD",
+            "hours_per_month": HOURS_PER_MONTH,
+            "stack": {
+                "ceiling_usd_per_hour": self.ceiling_usd_per_hour,
+                "floor_usd_per_month": self.floor_usd_per_month,
+                "priced_ceiling_usd_per_hour": self.priced_ceiling_usd_per_hour,
+            },
+            "clusters": [c.to_json() for c in self.clusters],
+            "runs": [r.to_json() for r in self.runs],
+        }
+
+
+def _sum(values: Any) -> Money:
+    total = 0.0
+    for value in values:
+        if not isinstance(value, float):
+            return UNKNOWN
+        total += value
+    return _usd(total)
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def cluster_costs(stack: Stack, prices: PriceTable) -> tuple[ClusterCost, ...]:
+    """One entry per AmlCompute cluster of the plan (GPU clusters and the image-build cluster), by name."""
+    out = []
+    for resource in stack.of_type(COMPUTE):
+        props = get(inputs(resource), "properties.properties", {})
+        if not same(get(inputs(resource), "properties.computeType", ""), "AmlCompute"):
+            continue
+        owner = stack.owner(resource)
+        size = str(get(props, "vmSize", ""))
+        tier = TIER_OF_PRIORITY.get(str(get(props, "vmPriority", "Dedicated")).lower(), "dedicated")
+        region = str(get(inputs(resource), "location", ""))
+        price = prices.price(size, region, tier)
+        out.append(ClusterCost(
+            name=owner.name,
+            kind=owner.kind,
+            size=size,
+            tier=tier,
+            region=region,
+            min_instances=_int(get(props, "scaleSettings.minNodeCount", 0)),
+            max_instances=_int(get(props, "scaleSettings.maxNodeCount", 0)),
+            node_usd_per_hour=price.usd_per_hour if price else None,
+            price_date=price.date if price else None,
+            price_source=price.source if price else None,
+        ))
+    return tuple(sorted(out, key=lambda c: c.name))
+
+
+def run_cost(run: ResolvedRun, clusters: Mapping[str, ClusterCost]) -> RunCost:
+    cluster = clusters.get(run.cluster.name)
+    timeout = get(run.spec, "limits.timeout")
+    return RunCost(
+        name=run.name,
+        cluster=run.cluster.name,
+        nodes=run.instance_count,
+        timeout_s=_int(timeout) or None,
+        node_usd_per_hour=cluster.node_usd_per_hour if cluster else None,
+    )
+
+
+def estimate(stack: Stack, prices: PriceTable | None = None) -> CostReport:
+    """The cost report of a planned stack (``prices``: the shipped table unless given)."""
+    table = prices if prices is not None else load_prices()
+    clusters = cluster_costs(stack, table)
+    by_name = {c.name: c for c in clusters}
+    runs = tuple(sorted((run_cost(r, by_name) for r in stack.runs), key=lambda r: r.name))
+    return CostReport(clusters, runs)

@@ -1,0 +1,109 @@
+"""What a stack and its runs cost (``cost.json``), and the budget rules that judge it with the pack's parameters.
+
+The policy baseline (the real plan of the dev stack plus five runs) is moved to eastus2 on H100 nodes,
+a size and region the shipped pricing table prices (98.32 USD per node-hour).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.prices import HOURS_PER_MONTH, load
+from policies.cost import UNKNOWN, estimate
+from policies.stack import Stack
+from tests.test_policy_baseline import Baseline, baseline
+
+COMPUTE = "azure-native:machinelearningservices:Compute"
+H100 = "Standard_ND96isr_H100_v5"
+RATE = 98.32
+
+
+def on_h100(min_nodes: int = 1, max_nodes: int = 4, priority: str = "Dedicated", region: str = "eastus2") -> Baseline:
+    b = baseline()
+    compute = b.inputs(COMPUTE, "gpu-a100")
+    compute["location"] = region
+    props = compute["properties"]["properties"]
+    props.update(vmSize=H100, vmPriority=priority)
+    props["scaleSettings"].update(minNodeCount=min_nodes, maxNodeCount=max_nodes)
+    return b
+
+
+def cost_of(b: Baseline) -> dict[str, Any]:
+    return estimate(Stack(b.resources, b.runs), load()).to_json()
+
+
+def test_cluster_ceiling_floor_and_run_figures() -> None:
+    cost = cost_of(on_h100())
+    cluster = next(c for c in cost["clusters"] if c["name"] == "gpu-a100")
+    assert cluster["node_usd_per_hour"] == RATE and cluster["price"]["date"] == "2026-10-07"
+    assert cluster["ceiling_usd_per_hour"] == round(4 * RATE, 2)
+    assert cluster["floor_usd_per_month"] == round(RATE * HOURS_PER_MONTH, 2)
+    run = next(r for r in cost["runs"] if r["name"] == "ddp-per-process")
+    assert (run["nodes"], run["timeout_s"]) == (2, 7200)
+    assert run["usd_per_hour"] == round(2 * RATE, 2) and run["ceiling_usd"] == round(2 * RATE * 2, 2)
+    # The image-build cluster (Standard_DS3_v2) is not in the table: the stack's sum is unknown, not partial.
+    assert next(c for c in cost["clusters"] if c["name"] == "image-builder")["node_usd_per_hour"] == UNKNOWN
+    assert cost["stack"]["ceiling_usd_per_hour"] == UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("label", "variant", "node", "ceiling", "floor"),
+    [
+        ("tier not in the table", on_h100(priority="LowPriority"), UNKNOWN, UNKNOWN, UNKNOWN),
+        ("region not in the table", on_h100(region="westeurope"), UNKNOWN, UNKNOWN, UNKNOWN),
+        ("zero min nodes cost nothing at any price", on_h100(min_nodes=0, region="westeurope"), UNKNOWN, UNKNOWN, 0.0),
+    ],
+)
+def test_unknown_is_never_zero(label: str, variant: Baseline, node: Any, ceiling: Any, floor: Any) -> None:
+    cluster = next(c for c in cost_of(variant)["clusters"] if c["name"] == "gpu-a100")
+    assert (cluster["node_usd_per_hour"], cluster["ceiling_usd_per_hour"], cluster["floor_usd_per_month"]) == (
+        node, ceiling, floor)
+
+
+def test_a_run_without_timeout_is_unbounded() -> None:
+    b = on_h100()
+    del b.run("ddp-per-process")["spec"]["limits"]
+    run = next(r for r in cost_of(b)["runs"] if r["name"] == "ddp-per-process")
+    assert run["ceiling_usd"] == "unbounded" and run["usd_per_hour"] == round(2 * RATE, 2)
+
+
+def _budget_findings(b: Baseline, pack: dict[str, Any] | None = None) -> dict[str, list[str]]:
+    report = b.evaluate(pack_config=pack)
+    out: dict[str, list[str]] = {}
+    for f in report.findings:
+        if f.rule.id in ("stack-hourly-ceiling", "run-cost-ceiling", "cluster-idle-floor"):
+            assert f.enforcement == "advisory"
+            out.setdefault(f.rule.id, []).append(f.text)
+    return out
+
+
+def test_budget_defaults_only_flag_an_idle_floor() -> None:
+    found = _budget_findings(on_h100())
+    assert list(found) == ["cluster-idle-floor"]
+    (text,) = found["cluster-idle-floor"]
+    assert "$71,773.60 per month" in text and "budget of $0.00 per month" in text
+    assert _budget_findings(on_h100(min_nodes=0)) == {}
+
+
+def test_budget_rules_fire_with_the_pack_parameters_and_name_figure_and_budget() -> None:
+    pack = {
+        "stack-hourly-ceiling": {"max_usd_per_hour": 300},
+        "run-cost-ceiling": {"max_usd_per_run": 300},
+        "cluster-idle-floor": {"max_usd_per_month": 100000},
+    }
+    found = _budget_findings(on_h100(), pack)
+    assert set(found) == {"stack-hourly-ceiling", "run-cost-ceiling"}
+    (stack_text,) = found["stack-hourly-ceiling"]
+    assert "at least $393.28 (price unknown for image-builder) per hour" in stack_text
+    assert "budget of $300.00 per hour" in stack_text
+    assert len(found["run-cost-ceiling"]) == 5
+    assert any("2 node(s) x $98.32 per hour x 2 h timeout = $393.28, over the budget of $300.00 per run" in t
+               for t in found["run-cost-ceiling"])
+
+
+def test_budget_rules_judge_only_what_the_table_prices() -> None:
+    pack = {"stack-hourly-ceiling": {"max_usd_per_hour": 0}, "run-cost-ceiling": {"max_usd_per_run": 0}}
+    found = _budget_findings(on_h100(min_nodes=0, region="westeurope"), pack)
+    assert found == {}

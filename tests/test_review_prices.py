@@ -1,0 +1,134 @@
+"""The pricing table (``infra/prices.json``) and ``amlgpu prices refresh`` against recorded API pages.
+
+No network: the refresh is handed a fetch that serves ``tests/fixtures/retail-prices/`` (see its README)
+by URL, so the paging (``NextPageLink``) is followed exactly as against the live API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amlgpu.cli import main
+from amlgpu.commands import prices as command
+from infra import prices
+from infra.skus import CATALOGUE
+from model.errors import UserError
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "retail-prices"
+PAGE1, PAGE2 = (json.loads((FIXTURES / f"eastus-page{i}.json").read_text()) for i in (1, 2))
+
+
+class RecordedApi:
+    """Serves the recorded pages by URL; records what was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, url: str) -> dict[str, Any]:
+        self.asked.append(url)
+        if url == PAGE1["NextPageLink"]:
+            return PAGE2
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+        assert query["$filter"] == [prices.retail_filter("eastus")], url
+        return PAGE1
+
+
+def test_the_shipped_table_is_valid_dated_and_sourced() -> None:
+    data = json.loads(prices.DEFAULT_TABLE.read_text())
+    table = prices.parse(data)
+    for region, sizes in data["regions"].items():
+        for size, tiers in sizes.items():
+            assert size in CATALOGUE, size
+            for tier, figure in tiers.items():
+                assert figure["usd_per_hour"] > 0 and figure["source"] and dt.date.fromisoformat(figure["date"])
+                assert table.price(size, region, tier) == prices.Price(**figure)
+
+
+def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:
+    table = prices.load()
+    assert table.price("Standard_ND96isr_H100_v5", "eastus2", "dedicated") is not None
+    assert table.price("standard_nd96isr_h100_v5", "East US 2", "dedicated") is not None  # Azure ignores case
+    for size, region, tier in [
+        ("Standard_ND96isr_H100_v5", "eastus2", "low_priority"),
+        ("Standard_ND96isr_H100_v5", "westeurope", "dedicated"),
+        ("Standard_NC4as_T4_v3", "eastus2", "dedicated"),
+    ]:
+        assert table.price(size, region, tier) is None
+
+
+def test_refresh_follows_next_page_links_and_keeps_only_current_linux_prices() -> None:
+    api = RecordedApi()
+    old = prices.parse({"regions": {"westus3": {"Standard_NC4as_T4_v3": {
+        "dedicated": {"usd_per_hour": 0.5, "date": "2026-01-01", "source": "negotiated"}}}}})
+    fresh = command.refresh(old, ["eastus"], api, dt.date(2026, 11, 23))
+    assert api.asked[1] == PAGE1["NextPageLink"] and len(api.asked) == 2
+    h100 = "Standard_ND96isr_H100_v5"
+    assert fresh.price(h100, "eastus", "dedicated") == prices.Price(98.32, "2026-11-23", prices.RETAIL_SOURCE)
+    assert fresh.price(h100, "eastus", "spot") == prices.Price(18.169536, "2026-11-23", prices.RETAIL_SOURCE)
+    # The only Low Priority meter recorded is the Windows one: the Linux low-priority price stays unknown.
+    assert fresh.price(h100, "eastus", "low_priority") is None
+    assert fresh.price("Standard_D2s_v3", "eastus", "dedicated") is None  # not a size the table tracks
+    assert fresh.price("Standard_NC4as_T4_v3", "westus3", "dedicated") is not None  # other regions kept
+
+
+@pytest.mark.parametrize(
+    ("page", "message"),
+    [
+        ({"NotItems": []}, "without an Items list"),
+        ({"Items": [], "NextPageLink": "https://attacker.example/api/retail/prices"}, "outside it"),
+    ],
+)
+def test_a_response_out_of_shape_is_refused(page: dict[str, Any], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        command.refresh(prices.PriceTable({}), ["eastus"], lambda url: page, dt.date(2026, 11, 23))
+
+
+def test_two_current_prices_for_one_meter_are_refused() -> None:
+    doubled = {**PAGE2, "Items": [{**PAGE1["Items"][0], "retailPrice": 77.0}]}
+    api = lambda url: doubled if url == PAGE1["NextPageLink"] else PAGE1  # noqa: E731
+    with pytest.raises(UserError, match="two current dedicated prices"):
+        command.refresh(prices.PriceTable({}), ["eastus"], api, dt.date(2026, 11, 23))
+
+
+def test_refresh_command_rewrites_the_table_whole(tmp_path: Path) -> None:
+    out = tmp_path / "prices.json"
+    out.write_text(json.dumps({"_about": "team rates", "currency": "USD", "regions": {}}))
+    args = argparse.Namespace(region=["eastus"], out=out)
+    assert command.run_refresh(args, fetch=RecordedApi()) == 0
+    written = json.loads(out.read_text())
+    assert written["_about"] == "team rates"
+    assert set(written["regions"]["eastus"]["Standard_ND96isr_H100_v5"]) == {"dedicated", "spot"}
+    assert not (tmp_path / "prices.json.tmp").exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ({"currency": "EUR", "regions": {}}, "currency"),
+        ({"regions": {"eastus": {"Standard_ND96isr_H100_v5": {"dedicated": {"usd_per_hour": 0, "date": "d",
+                                                                           "source": "s"}}}}},
+         "regions.eastus.Standard_ND96isr_H100_v5.dedicated.usd_per_hour"),
+        ({"regions": {"eastus": {"Standard_ND96isr_H100_v5": {"reserved": {}}}}},
+         "regions.eastus.Standard_ND96isr_H100_v5.reserved"),
+        ({"regions": {"eastus": {"Standard_ND96isr_H100_v5": {"spot": {"usd_per_hour": 1.0, "date": "d"}}}}},
+         "regions.eastus.Standard_ND96isr_H100_v5.spot.source"),
+    ],
+)
+def test_a_bad_user_table_exits_2_naming_file_and_key(
+    table: dict[str, Any], key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rates.json"
+    path.write_text(json.dumps(table))
+    out = tmp_path / "plan"
+    assert main(["plan", "--stack", "dev", "--out", str(out), "--prices", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and key in err and "Traceback" not in err
+    assert not out.exists()
