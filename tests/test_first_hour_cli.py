@@ -54,7 +54,8 @@ def test_every_command_is_registered() -> None:
 
 def _required(command: str) -> list[str]:
     return {"init": ["--stack", "x"], "plan": ["--stack", "x"], "run-local": ["r", "--stack", "x"],
-            "submit": ["r", "--stack", "x"], "policy": ["list"]}.get(command, [])
+            "submit": ["r", "--stack", "x"], "policy": ["list"], "import": ["job.yml"],
+            "prices": ["show"]}.get(command, [])
 
 
 # ------------------------------------------------------------------------------------------------ init
@@ -166,8 +167,9 @@ def test_a_failed_gate_prints_each_mandatory_finding_and_counts_agree(
     assert failures[1] == (f"Pulumi.test.yaml:{line}  compute-no-node-public-ip  [high]  cluster 'gpu-a100': node "
                            "public IPs are enabled")
     assert failures[2] == "    fix: Set clusters[].enable_node_public_ip: false (the default)."
+    summary = next(line for line in failures if line.startswith("1 mandatory failure"))
     assert re.fullmatch(r"1 mandatory failure \(exit 1\); \d+ advisory warnings? and the full report in policy.md\.",
-                        failures[-1])
+                        summary)
     resources = int(re.search(r"^(\d+) Azure resources to create", text, re.M).group(1))  # type: ignore[union-attr]
 
     assert main(["plan", "--stack", "test", "--format", "json"]) == 1
