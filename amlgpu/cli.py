@@ -16,7 +16,7 @@ import sys
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("init", "plan", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
+COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -25,6 +25,7 @@ start here:
   amlgpu init --stack mine                  write Pulumi.mine.yaml, a commented stack that plans clean
   amlgpu doctor                             what this machine can do, and what to install
   amlgpu plan --stack mine                  plan Pulumi.mine.yaml offline, with the policy verdict
+  amlgpu preflight --stack mine             what would stop the first pulumi up (quota, permissions...)
   amlgpu run-local ddp-train --stack mine   run a declared run here, as Azure ML would start it
   amlgpu submit ddp-train --stack mine      send it to the deployed workspace
   amlgpu COMMAND --help                     a command's options

@@ -15,6 +15,7 @@ Prices are deliberately absent: they change and differ by region.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from typing import Literal
@@ -42,6 +43,9 @@ class GpuSku:
     ib_gbps_per_vm: int | None
     retired: str | None
     """Retirement date or the word 'retired'; None while the size is current."""
+    family: str | None = None
+    """The VM family quota is counted in (the ``family`` of Microsoft.Compute resource SKUs and of Azure ML's
+    VM sizes API); None where no public source names it: the preflight then reads it from the region."""
 
     @property
     def infiniband(self) -> bool:
@@ -58,8 +62,38 @@ def _sku(size: str, gpus: int, model: str, mem: int, vendor: Vendor, vcpus: int,
     return GpuSku(size, gpus, model, mem, vendor, vcpus, ram, rdma, sriov, ib, gbps, retired)
 
 
+QUOTA_FAMILIES: dict[str, str] = {
+    # The VM family each size's quota is counted in: the ``family`` of Microsoft.Compute resource SKUs and of
+    # Azure ML's VM sizes API, as Microsoft's quota documentation spells it (casing varies by family and is not
+    # significant). Left out where no public source names it (MI300X, GB200, GB300): the preflight reads those
+    # from the region's resource SKUs.
+    "Standard_NC24r": "standardNCFamily",
+    "Standard_NC24s_v3": "standardNCSv3Family",
+    "Standard_NC24rs_v3": "standardNCSv3Family",
+    "Standard_ND40rs_v2": "standardNDSv2Family",
+    "Standard_ND96asr_v4": "standardNDASv4_A100Family",
+    "Standard_ND96amsr_A100_v4": "standardNDAMSv4_A100Family",
+    "Standard_ND96isr_H100_v5": "standardNDSH100v5Family",
+    "Standard_ND96isr_H200_v5": "standardNDISRH200V5Family",
+    "Standard_NC24ads_A100_v4": "StandardNCADSA100v4Family",
+    "Standard_NC48ads_A100_v4": "StandardNCADSA100v4Family",
+    "Standard_NC96ads_A100_v4": "StandardNCADSA100v4Family",
+    "Standard_NC40ads_H100_v5": "StandardNCadsH100v5Family",
+    "Standard_NC80adis_H100_v5": "StandardNCadsH100v5Family",
+    "Standard_NC4as_T4_v3": "StandardNCASv3_T4Family",
+}
+
+CPU_SIZES: dict[str, tuple[int, str]] = {
+    # CPU sizes the stack itself may create (the image-build cluster): vCPUs and quota family, from Azure ML's
+    # VM sizes API (azure-rest-api-specs, machinelearningservices 2024-10-01 VirtualMachineSize/list.json).
+    "Standard_DS2_v2": (2, "standardDSv2Family"),
+    "Standard_DS3_v2": (4, "standardDSv2Family"),
+    "Standard_DS4_v2": (8, "standardDSv2Family"),
+    "Standard_DS5_v2": (16, "standardDSv2Family"),
+}
+
 CATALOGUE: dict[str, GpuSku] = {
-    s.size: s
+    s.size: dataclasses.replace(s, family=QUOTA_FAMILIES.get(s.size))
     for s in (
         # size, GPUs, model, GB per GPU, vendor, vCPU, RAM GiB, RDMA, SR-IOV, IB generation, IB Gb/s per VM, retired
         _sku("Standard_NC24r", 4, "K80", 12, "nvidia", 24, 224, True, False, "FDR", 56, "retired"),

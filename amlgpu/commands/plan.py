@@ -29,7 +29,7 @@ from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
-    "cost.json": None, "diff.json": None,
+    "cost.json": None, "diff.json": None, "preflight.json": None,
 }
 """What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there, so all
 ``--out`` may hold before it is replaced."""
@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
         for line in findings_text(result.report, stack.file.display, stack.file.line_of):
             print(line, file=sys.stderr)
     else:
+        from model.preflight import render_offline
+
         print(result.render_text(out))
+        print("\n".join(render_offline(stack.config)))
     _progress(f"Done in {time.monotonic() - started:.1f}s.")
     return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
 
@@ -165,6 +168,14 @@ class PlanResult:
             write_text(folder / "cost.json", canonical_json(self.cost.to_json()))
         if self.diff is not None:
             write_text(folder / "diff.json", canonical_json(self.diff))
+        write_text(folder / "preflight.json", canonical_json(self.preflight()))
+
+    def preflight(self) -> dict[str, Any]:
+        """The preflight's offline half (``amlgpu preflight``): vCPU demand per family, permissions needed."""
+        from model.preflight import offline
+
+        subscription = self.stack.file.config.get("azure-native:subscriptionId")
+        return offline(self.stack.config, self.stack.name, subscription if isinstance(subscription, str) else None)
 
     def outside_links(self) -> dict[str, tuple[str, ...]]:
         """Each runs' code folder holding symbolic links that lead outside it, with those links."""

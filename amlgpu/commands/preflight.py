@@ -1,0 +1,128 @@
+"""``amlgpu preflight``: what would stop the first ``pulumi up`` of a stack, before it runs. Read-only.
+
+Offline half (also printed by ``amlgpu plan`` and written to ``build/<stack>/preflight.json``): the vCPU
+demand per VM family and tier, and what the deploying principal must be allowed to do.
+
+Live half (skipped with ``--offline``): read-only Azure Resource Manager calls with the credential
+``pulumi up`` uses (azure-identity's DefaultAzureCredential: ``az login``, ARM_*/AZURE_* variables, a
+managed identity), each an OK / PROBLEM / UNKNOWN row with a one-line fix: GPU quota per family against
+the region's Azure ML quota and usage, the size offered in the region, permission to create role
+assignments and the build-context data role, a soft-deleted workspace holding the name, privatelink
+zones already linked to an existing network, this machine's public IP against ``operator_ip_ranges``.
+
+The subscription: ``--subscription``, else the stack's ``azure-native:subscriptionId``, else
+``AZURE_SUBSCRIPTION_ID`` / ``ARM_SUBSCRIPTION_ID``. Credentials are looked up only for the live half.
+
+Exit 0 when nothing is a PROBLEM (UNKNOWN rows included), 1 when something is, or with ``--strict`` when
+something is UNKNOWN; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from typing import Any
+
+from model.errors import EXIT_OK, EXIT_POLICY
+from model.project import LoadedStack, load_stack
+
+SUBSCRIPTION_KEY = "azure-native:subscriptionId"
+SUBSCRIPTION_VARIABLES = ("AZURE_SUBSCRIPTION_ID", "ARM_SUBSCRIPTION_ID")
+LOGIN_HINT = "run `az login` (or set AZURE_CLIENT_ID, AZURE_TENANT_ID and a secret, certificate or OIDC token)"
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "preflight",
+        help="read-only checks of what would stop the first pulumi up (quota, sizes, permissions, names, DNS)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    parser.add_argument("--offline", action="store_true", help="only the offline half: no credentials, no calls")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a check is UNKNOWN too")
+    parser.add_argument("--subscription", help="subscription id (default: the stack's, then AZURE_SUBSCRIPTION_ID)")
+    parser.add_argument("--public-ip", help="this machine's public IP, instead of asking api.ipify.org")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
+    parser.set_defaults(func=run)
+
+
+def subscription_of(stack: LoadedStack, given: str | None, environ: dict[str, str] | None = None) -> str | None:
+    environ = dict(os.environ) if environ is None else environ
+    configured = stack.file.config.get(SUBSCRIPTION_KEY)
+    for candidate in (given, configured if isinstance(configured, str) else None,
+                      *(environ.get(v) for v in SUBSCRIPTION_VARIABLES)):
+        if candidate:
+            return candidate
+    return None
+
+
+def run(args: argparse.Namespace, *, credential: Any = None, transport: Any = None) -> int:
+    """The command; tests hand in a ``credential`` and a replaying ``transport``, users get the defaults."""
+    from model import preflight
+
+    stack = load_stack(args.stack)
+    subscription = subscription_of(stack, args.subscription)
+    report = preflight.offline(stack.config, stack.name, subscription)
+    checks: list[preflight.Check] = []
+    notice = None
+    if not args.offline:
+        checks, notice = _live(stack, subscription, args.public_ip, credential, transport)
+    report["checks"] = [vars(c) for c in checks]
+    if args.format == "json":
+        print(json.dumps(report, indent=1, sort_keys=True))
+    else:
+        lines = [f"Preflight of stack {stack.name!r} (subscription {subscription or 'unknown'}):",
+                 *preflight.render_offline(stack.config, subscription)]
+        if notice:
+            lines.append(notice)
+        if checks:
+            lines.append("Checks:")
+            for c in checks:
+                lines.append(f"  {c.status:<8} {c.name}: {c.detail}")
+                if c.fix:
+                    lines.append(f"           fix: {c.fix}")
+        print("\n".join(lines))
+    statuses = {c.status for c in checks}
+    if "PROBLEM" in statuses or (args.strict and "UNKNOWN" in statuses):
+        return EXIT_POLICY
+    return EXIT_OK
+
+
+def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, credential: Any,
+          transport: Any) -> tuple[list[Any], str | None]:
+    from azure.core.exceptions import ClientAuthenticationError
+
+    from infra.arm import SCOPE, ArmError, ArmReader, public_ip
+    from model import preflight
+
+    if not subscription:
+        reason = f"no subscription: set {SUBSCRIPTION_KEY}, AZURE_SUBSCRIPTION_ID or --subscription"
+        return preflight.unknown_rows(reason, "give the subscription and re-run"), reason
+    # azure-identity logs every credential it tried (a dozen lines, on stderr): the one line below says it.
+    logging.getLogger("azure").addHandler(logging.NullHandler())
+    if credential is None:
+        from azure.identity import DefaultAzureCredential  # looked up only now: --offline never gets here
+
+        credential = DefaultAzureCredential()
+    try:
+        credential.get_token(SCOPE)
+    except ClientAuthenticationError as err:
+        first = str(err.message if hasattr(err, "message") else err).strip().splitlines()[0][:200]
+        reason = f"no usable Azure credentials ({first})"
+        return preflight.unknown_rows(reason, LOGIN_HINT), f"{reason}: {LOGIN_HINT}"
+    arm = ArmReader(credential, transport=transport)
+    ctx = preflight.Context(
+        config=stack.config, arm=arm, subscription=subscription, now=preflight.now(),
+        public_ip=(lambda: given_ip) if given_ip else (lambda: public_ip(transport=transport)),
+        private_dns_zone_ids=stack.config.network.private_dns_zone_ids,
+    )
+    try:
+        return preflight.live_checks(ctx), None
+    except ArmError as err:
+        if err.status == 401:  # the token was refused: every call would be
+            reason = f"Azure refused the credentials ({err.code}: {err.message[:160]})"
+            return preflight.unknown_rows(reason, LOGIN_HINT), f"{reason}: {LOGIN_HINT}"
+        raise

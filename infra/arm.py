@@ -1,0 +1,95 @@
+"""A read-only Azure Resource Manager client: GET a resource or a (paged) list, nothing else.
+
+Built on azure-core's pipeline (bearer-token policy, retries, the ``requests`` transport), so the same
+code runs against Azure and, in tests, against recorded responses handed in as a ``transport``. The
+credential is any azure-core ``TokenCredential``; nothing here looks one up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from azure.core import PipelineClient
+from azure.core.credentials import TokenCredential
+from azure.core.pipeline.policies import (
+    BearerTokenCredentialPolicy,
+    HeadersPolicy,
+    RetryPolicy,
+    UserAgentPolicy,
+)
+from azure.core.pipeline.transport import HttpTransport
+from azure.core.rest import HttpRequest
+
+MANAGEMENT = "https://management.azure.com"
+SCOPE = "https://management.azure.com/.default"
+MAX_PAGES = 50
+"""A list longer than this many pages is cut short rather than followed forever (a ``nextLink`` loop)."""
+
+
+class ArmError(Exception):
+    """A non-2xx answer: the HTTP status and ARM's own error code and message."""
+
+    def __init__(self, status: int, code: str, message: str, url: str) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.url = url
+        super().__init__(f"{status} {code}: {message}")
+
+
+class ArmReader:
+    """GETs against ARM with one credential (read-only by construction: there is no other verb)."""
+
+    def __init__(self, credential: TokenCredential, *, transport: HttpTransport | None = None,
+                 endpoint: str = MANAGEMENT, retries: int = 2) -> None:
+        self.endpoint = endpoint
+        policies = [
+            HeadersPolicy({"Accept": "application/json"}),
+            UserAgentPolicy(user_agent="aml-gpu-training-preflight"),
+            RetryPolicy(retry_total=retries),
+            BearerTokenCredentialPolicy(credential, SCOPE),
+        ]
+        self._client: PipelineClient[HttpRequest, Any] = PipelineClient(
+            endpoint, policies=policies, transport=transport)
+
+    def get(self, path: str, api_version: str, **params: str) -> dict[str, Any]:
+        """The JSON body of ``GET {endpoint}{path}?api-version=...``; :class:`ArmError` on a non-2xx status."""
+        return self._send(HttpRequest("GET", self.endpoint + path, params={"api-version": api_version, **params}))
+
+    def list(self, path: str, api_version: str, **params: str) -> list[dict[str, Any]]:
+        """Every ``value`` item of a list operation, following ``nextLink`` (at most :data:`MAX_PAGES` pages)."""
+        return list(self._items(path, api_version, params))
+
+    def _items(self, path: str, api_version: str, params: dict[str, str]) -> Iterator[dict[str, Any]]:
+        page = self.get(path, api_version, **params)
+        for _ in range(MAX_PAGES):
+            yield from page.get("value") or []
+            link = page.get("nextLink")
+            if not link:
+                return
+            page = self._send(HttpRequest("GET", link))
+
+    def _send(self, request: HttpRequest) -> dict[str, Any]:
+        response = self._client.send_request(request)
+        text = response.text()
+        if response.status_code >= 400:
+            code, message = str(response.status_code), text[:300]
+            try:
+                error = json.loads(text).get("error") or {}
+                code, message = error.get("code") or code, error.get("message") or message
+            except (ValueError, AttributeError):
+                pass
+            raise ArmError(response.status_code, code, message, request.url)
+        return json.loads(text) if text else {}
+
+
+def public_ip(*, transport: HttpTransport | None = None, url: str = "https://api.ipify.org?format=json") -> str:
+    """This machine's public address as a web service sees it (what a storage firewall sees)."""
+    client: PipelineClient[HttpRequest, Any] = PipelineClient(url, policies=[RetryPolicy(retry_total=1)],
+                                                              transport=transport)
+    response = client.send_request(HttpRequest("GET", url))
+    if response.status_code >= 400:
+        raise ArmError(response.status_code, str(response.status_code), response.text()[:200], url)
+    return str(json.loads(response.text())["ip"])

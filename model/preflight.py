@@ -1,0 +1,545 @@
+"""The preflight: what would stop the first ``pulumi up`` of a stack, found before it runs.
+
+Two halves.
+
+**Offline** (:func:`offline`), from the stack model alone, also written by ``amlgpu plan`` to
+``build/<stack>/preflight.json``:
+
+* the vCPU demand per VM family and tier: ``max_instances`` x the size's vCPUs, summed per family, for
+  dedicated and low-priority clusters (the image-build cluster of a private workspace included): what the
+  region's Azure ML compute quota must hold when every cluster is scaled out;
+* what the deploying principal needs: create role assignments (the clusters' identities, its own data role),
+  write build contexts (a data action the stack grants it), join an existing subnet.
+
+**Live** (:func:`live_checks`), read-only calls to Azure Resource Manager with the deployer's own credential,
+each an OK / PROBLEM / UNKNOWN row with a one-line fix:
+
+* quota: Azure ML's usages API for the region (``Microsoft.MachineLearningServices/locations/usages``), per
+  family for dedicated vCPUs and against the regional totals (low priority has only a regional total);
+* the size offered in the region, restrictions included (``Microsoft.Compute/skus``);
+* the principal's permissions on the resource group (``Microsoft.Authorization/permissions``);
+* a soft-deleted workspace holding the name: a GET answers 404 for one, so the subscription's activity log
+  (``Microsoft.Insights/eventtypes/management/values``) is asked for a delete of that workspace within the
+  14-day retention;
+* ``privatelink.*`` zones already linked to an existing network (Azure refuses a second zone of the same
+  name on one VNet): they belong in ``network.private_dns_zone_ids``;
+* the network path of the build-context upload: this machine's public IP inside ``operator_ip_ranges``.
+
+What cannot be read (no permission, an API error) is UNKNOWN, never PROBLEM: a PROBLEM row is evidence
+that ``pulumi up`` would fail.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from infra import skus
+from infra.arm import ArmError, ArmReader
+from model.config import StackConfig
+
+Status = Literal["OK", "PROBLEM", "UNKNOWN"]
+
+MLS_API = "2024-10-01"
+COMPUTE_SKUS_API = "2021-07-01"
+AUTHORIZATION_API = "2022-04-01"
+ACTIVITY_LOG_API = "2015-04-01"
+PRIVATE_DNS_API = "2024-06-01"
+SOFT_DELETE_DAYS = 14
+"""Azure ML keeps a deleted workspace soft-deleted this long by default (Microsoft Learn, concept-soft-delete)."""
+
+ROLE_ASSIGNMENTS_WRITE = "Microsoft.Authorization/roleAssignments/write"
+BLOB_WRITE = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
+SUBNET_JOIN = "Microsoft.Network/virtualNetworks/subnets/join/action"
+RESOURCE_GROUP_WRITE = "Microsoft.Resources/subscriptions/resourceGroups/write"
+
+
+# --------------------------------------------------------------------------------------------- offline half
+
+
+@dataclass(frozen=True)
+class ClusterDemand:
+    name: str
+    size: str
+    max_instances: int
+    vcpus_per_node: int | None
+
+
+@dataclass(frozen=True)
+class Demand:
+    """vCPUs one VM family and tier needs when every cluster in it is scaled out."""
+
+    family: str | None
+    tier: Literal["dedicated", "low_priority"]
+    region: str
+    clusters: tuple[ClusterDemand, ...]
+
+    @property
+    def vcpus(self) -> int | None:
+        if any(c.vcpus_per_node is None for c in self.clusters):
+            return None
+        return sum(c.max_instances * (c.vcpus_per_node or 0) for c in self.clusters)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "tier": self.tier, "region": self.region, "vcpus": self.vcpus,
+                "clusters": [asdict(c) for c in self.clusters]}
+
+
+@dataclass(frozen=True)
+class Need:
+    """One permission the deploying principal needs, where, and why."""
+
+    action: str
+    scope: str
+    why: str
+    data: bool = False
+    """A data action (dataActions), not a control-plane action."""
+
+
+def _family_key(family: str | None) -> str:
+    """Families compared as Azure spells them inconsistently: case, spaces and underscores ignored."""
+    return re.sub(r"[^a-z0-9]", "", (family or "").lower())
+
+
+def region(name: str) -> str:
+    """A region as the APIs spell it in paths and filters (``westeurope``)."""
+    return name.lower().replace(" ", "")
+
+
+def demand(config: StackConfig) -> list[Demand]:
+    """The vCPU demand per (family, tier, region), largest first; a size of unknown family stands alone."""
+    home = region(config.workspace_location)
+    rows: list[tuple[str | None, str, str, ClusterDemand]] = [
+        (c.sku.family, c.tier, region(c.location) if c.location else home,
+         ClusterDemand(c.name, c.size, c.max_instances, c.sku.vcpus)) for c in config.clusters
+    ]
+    if config.workspace.public_network_access == "Disabled":
+        builder = config.workspace.image_build_compute
+        vcpus, family = skus.CPU_SIZES.get(builder.size, (None, None))
+        rows.append((family, "dedicated", home,
+                     ClusterDemand(builder.name, builder.size, builder.max_instances, vcpus)))
+    grouped: dict[tuple[str, str, str], tuple[str | None, list[ClusterDemand]]] = {}
+    for family, tier, where, cluster in rows:
+        key = (_family_key(family) if family else f"?{cluster.size.lower()}", tier, where)
+        grouped.setdefault(key, (family, []))[1].append(cluster)
+    out = [Demand(family, tier, where, tuple(clusters))  # type: ignore[arg-type]
+           for (_, tier, where), (family, clusters) in grouped.items()]
+    return sorted(out, key=lambda d: (-(d.vcpus or 0), d.tier, d.region, d.family or ""))
+
+
+def resource_group_scope(subscription: str | None, config: StackConfig) -> str:
+    return f"/subscriptions/{subscription or '<subscription>'}/resourceGroups/{config.workspace.resource_group_name}"
+
+
+def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
+    """What the principal running ``pulumi up`` must be allowed to do, in the order it is needed."""
+    group = resource_group_scope(subscription, config)
+    out = [Need(RESOURCE_GROUP_WRITE, f"/subscriptions/{subscription or '<subscription>'}",
+                f"create resource group {config.workspace.resource_group_name} and everything in it "
+                "(Contributor or Owner on the subscription or the group)")]
+    identities = [c.name for c in config.clusters if c.identity.has_system_assigned]
+    if config.workspace.public_network_access == "Disabled":
+        identities.append(config.workspace.image_build_compute.name)
+    builds = sorted(e.name for e in config.environments if e.build is not None)
+    grants = [f"AcrPull and Storage Blob Data Contributor for the identities of clusters {', '.join(identities)}"
+              ] if identities else []
+    if builds:
+        grants.append("Storage Blob Data Contributor on the build-context container for the deployer itself")
+    if grants:
+        out.append(Need(ROLE_ASSIGNMENTS_WRITE, group, "; ".join(grants)
+                        + " (Owner, User Access Administrator or Role Based Access Control Administrator)"))
+    if builds:
+        out.append(Need(BLOB_WRITE, group + "/providers/Microsoft.Storage/storageAccounts/<workspace storage>"
+                        "/blobServices/default/containers/environment-builds",
+                        f"upload the build contexts of {', '.join(builds)}; pulumi up grants this data role to the "
+                        "deployer before the upload", data=True))
+    if config.network.subnet_id:
+        out.append(Need(SUBNET_JOIN, config.network.subnet_id,
+                        "put the clusters and private endpoints into the existing subnet (Network Contributor on it)"))
+    return out
+
+
+def offline(config: StackConfig, stack: str, subscription: str | None = None) -> dict[str, Any]:
+    """The offline half as JSON (``build/<stack>/preflight.json``): demand and needed permissions."""
+    return {
+        "stack": stack,
+        "location": config.workspace_location,
+        "workspace": config.workspace.name,
+        "resource_group": config.workspace.resource_group_name,
+        "demand": [d.to_json() for d in demand(config)],
+        "permissions": [asdict(n) for n in needs(config, subscription)],
+    }
+
+
+def render_offline(config: StackConfig, subscription: str | None = None) -> list[str]:
+    """The offline half as text lines, for ``amlgpu plan`` and ``amlgpu preflight``."""
+    lines = ["vCPU demand when every cluster is scaled out:"]
+    for d in demand(config):
+        clusters = ", ".join(f"{c.name} {c.max_instances} x {c.size}" for c in d.clusters)
+        vcpus = f"{d.vcpus} vCPUs" if d.vcpus is not None else "? vCPUs (size not in the catalogue)"
+        lines.append(f"  {d.family or 'unknown family':<28} {d.tier:<12} {d.region:<14} {vcpus:>10}  {clusters}")
+    lines.append("The deploying principal needs:")
+    for n in needs(config, subscription):
+        lines.append(f"  {n.action}{' (data)' if n.data else ''} on {n.scope}")
+        lines.append(f"      {n.why}")
+    return lines
+
+
+# --------------------------------------------------------------------------------------------- live half
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class Context:
+    """What the live checks share: the reader, where the stack deploys, and facts read once."""
+
+    config: StackConfig
+    arm: ArmReader
+    subscription: str
+    public_ip: Callable[[], str]
+    now: datetime
+    private_dns_zone_ids: Mapping[str, str] = field(default_factory=dict)
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    def once(self, key: str, read: Callable[[], Any]) -> Any:
+        if key not in self._cache:
+            self._cache[key] = read()
+        return self._cache[key]
+
+    @property
+    def location(self) -> str:
+        return region(self.config.workspace_location)
+
+    @property
+    def regions(self) -> list[str]:
+        return sorted({d.region for d in demand(self.config)})
+
+    @property
+    def group(self) -> str:
+        return resource_group_scope(self.subscription, self.config)
+
+
+def _unknown(name: str, err: ArmError, what: str) -> Check:
+    """The UNKNOWN row of a check that could not read ``what``; a refused token (401) ends every check."""
+    if err.status == 401:
+        raise err
+    if err.status == 403:
+        fix = f"grant the deploying principal read access to {what} (Reader on the subscription), or check by hand"
+    else:
+        fix = f"retry; if it persists, check {what} by hand"
+    return Check(name, "UNKNOWN", f"could not read {what}: {err.status} {err.code}: {err.message[:160]}", fix)
+
+
+def _resource_skus(ctx: Context, where: str) -> dict[str, dict[str, Any]]:
+    def read() -> dict[str, dict[str, Any]]:
+        items = ctx.arm.list(f"/subscriptions/{ctx.subscription}/providers/Microsoft.Compute/skus",
+                             COMPUTE_SKUS_API, **{"$filter": f"location eq '{where}'"})
+        return {str(i.get("name", "")).lower(): i for i in items if i.get("resourceType") == "virtualMachines"}
+
+    return dict(ctx.once(f"skus:{where}", read))
+
+
+def check_sizes(ctx: Context) -> list[Check]:
+    """Each cluster's size is offered in its region to this subscription (resource SKU restrictions)."""
+    out = []
+    for where in ctx.regions:
+        try:
+            offered = _resource_skus(ctx, where)
+        except ArmError as err:
+            out.append(_unknown("size offered", err, f"the resource SKUs of {where}"))
+            continue
+        for cluster in ctx.config.clusters:
+            if (region(cluster.location) if cluster.location else ctx.location) != where:
+                continue
+            out.append(_size_offered(cluster.name, cluster.size, offered.get(cluster.size.lower()), where))
+    return out
+
+
+def _size_offered(cluster: str, size: str, sku: Mapping[str, Any] | None, where: str) -> Check:
+    name = f"size {size} ({cluster})"
+    if sku is None:
+        return Check(name, "PROBLEM", f"{size} is not offered in {where}",
+                     f"pick a region that offers it (az vm list-skus --size {size}) or another size")
+    restrictions = sku.get("restrictions") or []
+    blocked = [r for r in restrictions
+               if r.get("type") == "Location" and where in [v.lower() for v in r.get("values") or []]]
+    if blocked:
+        reason = blocked[0].get("reasonCode") or "restricted"
+        return Check(name, "PROBLEM", f"{size} is restricted in {where} for this subscription ({reason})",
+                     "ask Azure support to enable the size for the subscription in the region "
+                     "(quota request, 'NotAvailableForSubscription'), or use another region")
+    zones = [r for r in restrictions if r.get("type") == "Zone"]
+    return Check(name, "OK", f"offered in {where}" + (" (some zones restricted)" if zones else ""))
+
+
+def _usage_key(name: str) -> tuple[str, str] | None:
+    """('<family key>', 'dedicated'|'low_priority') of a per-family usage name, or None."""
+    match = re.match(r"^(?P<family>.+?)\s*Cluster\s+(?P<tier>Dedicated|LowPriority)\s+vCPUs$", name.strip(), re.I)
+    if not match:
+        return None
+    tier = "dedicated" if match["tier"].lower() == "dedicated" else "low_priority"
+    return _family_key(match["family"]), tier
+
+
+def check_quota(ctx: Context) -> list[Check]:
+    """Demand per family and tier against each region's Azure ML compute quota minus what is in use."""
+    return [row for where in ctx.regions for row in _quota_in(ctx, where)]
+
+
+def _quota_in(ctx: Context, where: str) -> list[Check]:
+    suffix = "" if where == ctx.location else f" in {where}"
+    try:
+        usages = ctx.arm.list(f"/subscriptions/{ctx.subscription}/providers/Microsoft.MachineLearningServices"
+                              f"/locations/{where}/usages", MLS_API)
+    except ArmError as err:
+        return [_unknown("quota" + suffix, err, f"Azure ML usages in {where}")]
+    try:
+        live_families = {size: _family_key(sku.get("family")) for size, sku in _resource_skus(ctx, where).items()}
+    except ArmError:
+        live_families = {}
+    per_family: dict[tuple[str, str], dict[str, Any]] = {}
+    totals: dict[str, dict[str, Any]] = {}
+    for usage in usages:
+        if "/workspaces/" in str(usage.get("id", "")):
+            continue  # a workspace's or cluster's own share, not the subscription's regional quota
+        label = str((usage.get("name") or {}).get("value", ""))
+        if label == "Total Cluster Dedicated Regional vCPUs":
+            totals["dedicated"] = usage
+        elif label == "Total Cluster LowPriority Regional vCPUs":
+            totals["low_priority"] = usage
+        elif (key := _usage_key(label)) is not None:
+            per_family[key] = usage
+    out = []
+    demands = [d for d in demand(ctx.config) if d.region == where]
+    wanted = {"dedicated": 0, "low_priority": 0}
+    for d in demands:
+        sizes = {c.size.lower() for c in d.clusters}
+        family = next((live_families[s] for s in sizes if live_families.get(s)), _family_key(d.family))
+        label = f"quota {d.family or '/'.join(sorted(sizes))} {d.tier.replace('_', '-')}{suffix}"
+        if d.vcpus is None or not family:
+            out.append(Check(label, "UNKNOWN", "the family or vCPU count of " + ", ".join(sorted(sizes))
+                             + f" is not known offline and not offered in {where}",
+                             "check the size's quota in Azure ML studio > Quota"))
+            continue
+        wanted[d.tier] += d.vcpus
+        if d.tier == "low_priority":
+            continue  # only a regional total (per-family limits are -1): checked below
+        found = per_family.get((family, d.tier))
+        if found is None:
+            out.append(Check(label, "UNKNOWN", f"no quota entry for family {d.family} in {where}",
+                             "check the family's quota in Azure ML studio > Quota"))
+            continue
+        out.append(_against(label, d.vcpus, found, f"{d.family} in {where}", ", ".join(c.name for c in d.clusters)))
+    for tier, vcpus in wanted.items():
+        if vcpus == 0:
+            continue
+        label = f"quota regional total {tier.replace('_', '-')}{suffix}"
+        total = totals.get(tier)
+        if total is None:
+            out.append(Check(label, "UNKNOWN", f"no regional {tier} total in {where}'s usages",
+                             "check it in Azure ML studio > Quota"))
+            continue
+        clusters = ", ".join(c.name for d in demands if d.tier == tier for c in d.clusters)
+        out.append(_against(label, vcpus, total, f"{tier.replace('_', '-')} vCPUs in {where}", clusters))
+    return out
+
+
+def _against(label: str, vcpus: int, usage: Mapping[str, Any], what: str, clusters: str) -> Check:
+    limit, used = int(usage.get("limit") or 0), int(usage.get("currentValue") or 0)
+    if limit < 0:
+        return Check(label, "OK", f"needs {vcpus} vCPUs; no separate limit ({used} in use)")
+    free = limit - used
+    detail = f"needs {vcpus} vCPUs, {free} free (limit {limit}, {used} in use)"
+    if vcpus <= free:
+        return Check(label, "OK", detail)
+    return Check(label, "PROBLEM", detail + f": {clusters} cannot scale out fully",
+                 f"request at least {vcpus + used} vCPUs of {what} (Azure ML studio > Quota > Request quota), "
+                 "or lower max_instances")
+
+
+def _allowed(permissions: Iterable[Mapping[str, Any]], action: str, data: bool = False) -> bool:
+    """Whether any permission entry grants ``action`` (Azure RBAC: actions minus notActions, wildcards)."""
+    grant, deny = ("dataActions", "notDataActions") if data else ("actions", "notActions")
+
+    def matches(patterns: Iterable[str]) -> bool:
+        return any(fnmatch.fnmatchcase(action.lower(), p.lower()) for p in patterns)
+
+    return any(matches(p.get(grant) or []) and not matches(p.get(deny) or []) for p in permissions)
+
+
+def check_permissions(ctx: Context) -> list[Check]:
+    """Role assignments and the build-context data role, on the stack's resource group (and the subnet's)."""
+    out: list[Check] = []
+    group = ctx.config.workspace.resource_group_name
+    try:
+        permissions = ctx.arm.list(f"{ctx.group}/providers/Microsoft.Authorization/permissions", AUTHORIZATION_API)
+    except ArmError as err:
+        if err.code == "ResourceGroupNotFound":
+            return [Check("permissions", "UNKNOWN", f"resource group {group} does not exist yet, and Azure lists a "
+                          "caller's permissions per resource group",
+                          f"create it first (az group create -n {group} -l {ctx.location}) and re-run the preflight")]
+        return [_unknown("permissions", err, f"your permissions on resource group {group}")]
+    required = {n.action: n for n in needs(ctx.config, ctx.subscription)}
+    can_assign = _allowed(permissions, ROLE_ASSIGNMENTS_WRITE)
+    if ROLE_ASSIGNMENTS_WRITE in required:
+        out.append(Check("permission: create role assignments", "OK" if can_assign else "PROBLEM",
+                         f"{ROLE_ASSIGNMENTS_WRITE} on {group} is {'granted' if can_assign else 'not granted'}",
+                         "" if can_assign else "have an Owner grant you User Access Administrator or Role Based "
+                         f"Access Control Administrator on {group}"))
+    if BLOB_WRITE in required:
+        holds = _allowed(permissions, BLOB_WRITE, data=True)
+        status: Status = "OK" if holds or can_assign else "PROBLEM"
+        detail = ("holds the blob write data action already" if holds else
+                  "will hold it: pulumi up grants Storage Blob Data Contributor on the container first"
+                  if can_assign else "holds no blob write data action and cannot be granted one")
+        out.append(Check("permission: build-context upload (data role)", status, detail,
+                         "" if status == "OK" else f"grant it Storage Blob Data Contributor on {group}, "
+                         "or the right to create role assignments (above)"))
+    if SUBNET_JOIN in required and ctx.config.network.subnet_id:
+        out.append(_check_subnet_join(ctx, ctx.config.network.subnet_id))
+    return out
+
+
+def _check_subnet_join(ctx: Context, subnet_id: str) -> Check:
+    group_scope = "/".join(subnet_id.split("/")[:5])
+    try:
+        permissions = ctx.arm.list(f"{group_scope}/providers/Microsoft.Authorization/permissions", AUTHORIZATION_API)
+    except ArmError as err:
+        return _unknown("permission: join the existing subnet", err, f"your permissions on {group_scope}")
+    granted = _allowed(permissions, SUBNET_JOIN)
+    return Check("permission: join the existing subnet", "OK" if granted else "PROBLEM",
+                 f"{SUBNET_JOIN} on {group_scope} is {'granted' if granted else 'not granted'}",
+                 "" if granted else f"ask the network's owner for Network Contributor on the subnet {subnet_id}")
+
+
+def check_soft_deleted(ctx: Context) -> list[Check]:
+    """A workspace of the same name deleted within the retention period blocks the name."""
+    ws = ctx.config.workspace
+    workspace_id = f"{ctx.group}/providers/Microsoft.MachineLearningServices/workspaces/{ws.name}"
+    name = "soft-deleted workspace"
+    try:
+        ctx.arm.get(workspace_id, MLS_API)
+        return [Check(name, "OK", f"workspace {ws.name} exists: pulumi up updates it in place")]
+    except ArmError as err:
+        if err.status != 404:
+            return [_unknown(name, err, f"workspace {ws.name}")]
+    since = (ctx.now - timedelta(days=SOFT_DELETE_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        events = ctx.arm.list(f"/subscriptions/{ctx.subscription}/providers/Microsoft.Insights/eventtypes/management"
+                              "/values", ACTIVITY_LOG_API,
+                              **{"$filter": f"eventTimestamp ge '{since}' and resourceUri eq '{workspace_id}'"})
+    except ArmError as err:
+        return [_unknown(name, err, "the subscription's activity log")]
+    deletes = sorted(
+        (str(e.get("eventTimestamp", "")) for e in events
+         if str((e.get("operationName") or {}).get("value", "")).lower()
+         == "microsoft.machinelearningservices/workspaces/delete"
+         and str((e.get("status") or {}).get("value", "")).lower() == "succeeded"
+         and str(e.get("resourceId", workspace_id)).lower() == workspace_id.lower()),
+        reverse=True,
+    )
+    if deletes:
+        return [Check(name, "PROBLEM", f"workspace {ws.name} was deleted on {deletes[0][:10]} and is soft-deleted "
+                      f"for {SOFT_DELETE_DAYS} days: Azure refuses the name ('Soft-deleted workspace exists')",
+                      "recover or permanently delete it: Azure portal > Azure Machine Learning > Recently deleted "
+                      "workspaces, then re-run")]
+    return [Check(name, "OK", f"no delete of workspace {ws.name} in the activity log since {since[:10]}")]
+
+
+def _private_zones() -> tuple[str, ...]:
+    from infra.private_link import ZONES  # pulumi_azure_native: only imported when a live check runs
+
+    return tuple(sorted({z for zones in ZONES.values() for z in zones}))
+
+
+def check_dns_links(ctx: Context) -> list[Check]:
+    """``privatelink.*`` zones already linked to an existing network, which the stack would link again."""
+    subnet_id = ctx.config.network.subnet_id
+    if not subnet_id:
+        return [Check("private DNS zones", "OK", "the stack creates its own network: no zone is linked to it yet")]
+    vnet_id = subnet_id.split("/subnets/")[0]
+    subscriptions = dict.fromkeys([vnet_id.split("/")[2], ctx.subscription])
+    wanted = set(_private_zones())
+    given = {k.lower() for k in ctx.private_dns_zone_ids}
+    out: list[Check] = []
+    linked: list[tuple[str, str]] = []
+    try:
+        for subscription in subscriptions:
+            zones = ctx.arm.list(f"/subscriptions/{subscription}/providers/Microsoft.Network/privateDnsZones",
+                                 PRIVATE_DNS_API)
+            for zone in zones:
+                if str(zone.get("name", "")).lower() not in wanted:
+                    continue
+                links = ctx.arm.list(f"{zone['id']}/virtualNetworkLinks", PRIVATE_DNS_API)
+                if any(str(((link.get("properties") or {}).get("virtualNetwork") or {}).get("id", "")).lower()
+                       == vnet_id.lower() for link in links):
+                    linked.append((str(zone["name"]), str(zone["id"])))
+    except ArmError as err:
+        return [_unknown("private DNS zones", err, f"the private DNS zones linked to {vnet_id.split('/')[-1]}")]
+    for zone_name, zone_id in sorted(linked):
+        if zone_name.lower() in given:
+            out.append(Check(f"private DNS zone {zone_name}", "OK", "linked to the network and given in "
+                             "network.private_dns_zone_ids: used, not created"))
+        else:
+            out.append(Check(f"private DNS zone {zone_name}", "PROBLEM", f"{zone_id} is already linked to "
+                             f"{vnet_id.split('/')[-1]}; Azure refuses a second {zone_name} zone linked to it",
+                             f"add it to network.private_dns_zone_ids: {{{zone_name}: {zone_id}}}"))
+    if not linked:
+        out.append(Check("private DNS zones", "OK", f"no privatelink zone is linked to {vnet_id.split('/')[-1]} "
+                         f"in subscription(s) {', '.join(subscriptions)}"))
+    return out
+
+
+def check_network_path(ctx: Context) -> list[Check]:
+    """The build-context upload reaches the storage account: this machine's IP is inside operator_ip_ranges."""
+    name = "build-context network path"
+    builds = [e.name for e in ctx.config.environments if e.build is not None]
+    if not builds:
+        return [Check(name, "OK", "no environment has a build context: nothing is uploaded")]
+    if ctx.config.workspace.public_network_access != "Disabled":
+        return [Check(name, "OK", "the workspace storage accepts public traffic: the upload needs no firewall rule")]
+    try:
+        address = ipaddress.ip_address(ctx.public_ip())
+    except (ArmError, ValueError, KeyError, OSError) as err:
+        return [Check(name, "UNKNOWN", f"could not learn this machine's public IP ({err})",
+                      "pass --public-ip, or run pulumi up from inside the network")]
+    ranges = ctx.config.network.operator_ip_ranges
+    inside = [r for r in ranges if address in ipaddress.ip_network(r, strict=False)]
+    if inside:
+        return [Check(name, "OK", f"{address} is inside network.operator_ip_ranges ({inside[0]})")]
+    return [Check(name, "PROBLEM", f"this machine's public IP {address} is not in network.operator_ip_ranges "
+                  f"({', '.join(ranges) or 'empty'}): the storage firewall refuses the upload of {', '.join(builds)}",
+                  f"add {address}/32 to network.operator_ip_ranges, or run pulumi up from inside the network")]
+
+
+LIVE_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
+    check_sizes, check_quota, check_permissions, check_soft_deleted, check_dns_links, check_network_path,
+)
+
+
+def live_checks(ctx: Context) -> list[Check]:
+    """Every live check, in order; each one's failure to read is its own UNKNOWN row."""
+    return [row for check in LIVE_CHECKS for row in check(ctx)]
+
+
+def unknown_rows(reason: str, fix: str) -> list[Check]:
+    """The live checks' rows when none can run (no credentials, no subscription)."""
+    names = ("size offered", "quota", "permissions", "soft-deleted workspace", "private DNS zones",
+             "build-context network path")
+    return [Check(name, "UNKNOWN", reason, fix) for name in names]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)

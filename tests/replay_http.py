@@ -1,0 +1,65 @@
+"""Recorded HTTP answers served through azure-core's real ``RequestsTransport``: only the socket is replaced.
+
+A :class:`Replay` is a ``requests`` transport adapter mounted on the session azure-core uses, so every
+pipeline policy (bearer token, retries, headers) runs as it does against Azure. A request no route answers
+fails the test: the set of routes is the exact set of calls the code may make.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import requests
+import urllib3
+from azure.core.credentials import AccessToken
+from azure.core.pipeline.transport import RequestsTransport
+
+RECORDED = Path(__file__).parent / "fixtures" / "arm-preflight"
+
+
+class Replay(requests.adapters.BaseAdapter):
+    """Answers ``GET <url without query>`` from ``routes``: (status, fixture file name or a body)."""
+
+    def __init__(self, routes: dict[str, tuple[int, str | dict[str, Any]]]) -> None:
+        super().__init__()
+        self.routes = {key.lower(): value for key, value in routes.items()}
+        self.calls: list[requests.PreparedRequest] = []
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        self.calls.append(request)
+        url = urlsplit(str(request.url))
+        key = f"{request.method} {url.scheme}://{url.netloc}{url.path}".lower()
+        if key not in self.routes:
+            raise AssertionError(f"unrecorded request: {request.method} {request.url}")
+        status, body = self.routes[key]
+        payload = (RECORDED / body).read_bytes() if isinstance(body, str) else json.dumps(body).encode()
+        raw = urllib3.HTTPResponse(body=io.BytesIO(payload), status=status, preload_content=False,
+                                   headers={"Content-Type": "application/json; charset=utf-8",
+                                            "Content-Length": str(len(payload))})
+        response = requests.adapters.HTTPAdapter().build_response(request, raw)
+        return response
+
+    def close(self) -> None:
+        pass
+
+    def query(self, call: requests.PreparedRequest) -> dict[str, list[str]]:
+        return parse_qs(urlsplit(str(call.url)).query)
+
+
+def transport(replay: Replay) -> RequestsTransport:
+    session = requests.Session()
+    session.mount("https://", replay)
+    session.mount("http://", replay)
+    return RequestsTransport(session=session, session_owner=False)
+
+
+class RecordedToken:
+    """A credential holding an already-issued token (what DefaultAzureCredential hands azure-core)."""
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken("recorded-token", int(time.time()) + 3600)
