@@ -59,7 +59,7 @@ class AzureSpelling:
 
         def spell(value: Any) -> Any:
             spelt = self.transform(value)
-            return spelt if spelt in allowed else value
+            return spelt if isinstance(spelt, str) and spelt in allowed else value
 
         return core_schema.no_info_before_validator_function(spell, handler(source))
 

@@ -271,3 +271,19 @@ def test_the_quickstarts_error_transcript_is_what_plan_prints(tmp_path: Path, mo
     monkeypatch.chdir(project)
     assert main(["plan", "--stack", "dev"]) == 2
     assert capsys.readouterr().err == transcript.group(1)
+
+
+@pytest.mark.parametrize("value", [["dedicated", "dedicated"], {"a": 1}, 3, None, True])
+def test_an_enum_of_the_wrong_type_is_a_message_not_a_crash(project: Path, value: object) -> None:
+    """Found by tests/test_reliability_properties.py: the casing transform met a list."""
+    import yaml
+
+    from model.errors import ConfigError
+
+    config = yaml.safe_load(BASE)["config"]
+    values = {k.removeprefix("aml-gpu-training:"): v for k, v in config.items() if k.startswith("aml-gpu-training:")}
+    values["clusters"][0]["tier"] = value
+    with pytest.raises(ConfigError) as caught:
+        build(values, location="westeurope", file="Pulumi.t.yaml", root=project)
+    assert caught.value.key == "aml-gpu-training:clusters[0].tier"
+    assert caught.value.message.startswith("must be 'dedicated' or 'low_priority' (got ")
