@@ -38,9 +38,10 @@ plan: $(RUNTIME)
 # Test workers: the suite's real-process tests are independent (own temp folders, OS-chosen ports).
 WORKERS ?= 2
 
-## test: lint, type-check and run the whole test suite
+## test: lint (code and GitHub workflows), type-check and run the whole test suite
 test: $(DEV)
 	$(BIN)/ruff check .
+	$(BIN)/zizmor --offline .github/workflows
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest -n $(WORKERS)
 
@@ -51,6 +52,7 @@ typecheck: $(DEV)
 
 lint: $(DEV)
 	$(BIN)/ruff check .
+	$(BIN)/zizmor --offline .github/workflows
 
 format: $(DEV)
 	$(BIN)/ruff format .

@@ -38,6 +38,8 @@ class Base:
 
     label: str
     resources: list[dict[str, Any]]
+    waivers: list[Any] | None = None
+    """The waivers the base plan applied (its ``waivers.json``); None when it recorded none (older code)."""
 
 
 def read_plan_folder(folder: Path, label: str | None = None) -> Base:
@@ -52,7 +54,23 @@ def read_plan_folder(folder: Path, label: str | None = None) -> Base:
         raise UserError(f"{path} is not valid JSON ({err.msg}, line {err.lineno})", key=KEY) from None
     if not isinstance(data, list) or not all(isinstance(r, dict) and "type" in r and "name" in r for r in data):
         raise UserError(f"{path} is not a plan's resources.json (a list of {{type, name, inputs}})", key=KEY)
-    return Base(label or str(folder), data)
+    return Base(label or str(folder), data, read_waivers(folder))
+
+
+def read_waivers(folder: Path) -> list[Any] | None:
+    """The waivers recorded in an earlier plan folder (None when it has no ``waivers.json``: a plan
+    from before waivers were recorded, whose waivers are then unknown rather than none)."""
+    from model.errors import ConfigError
+    from policies.waivers import from_records
+
+    path = folder / "waivers.json"
+    if not path.is_file():
+        return None
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read the base plan's waivers: {err}", file=str(path)) from None
+    return from_records(records, source=str(path))
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -82,7 +100,7 @@ def plan_git_ref(root: Path, ref: str, stack: str) -> Base:
         prefix = _git(root, "rev-parse", "--show-prefix").stdout.strip()
         project = tree / prefix
         if not (project / f"Pulumi.{stack}.yaml").is_file():
-            return Base(f"{label}, where stack {stack!r} does not exist", [])
+            return Base(f"{label}, where stack {stack!r} does not exist", [], [])
         out = scratch / "plan"
         env = {**os.environ, "PYTHONPATH": str(project)}
         try:

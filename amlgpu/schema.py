@@ -165,7 +165,6 @@ FIELD_DOCS: dict[str, str] = {
     "QueueSettings.priority": "low, medium or high.",
     # waivers
     "Waiver.rule": "Id of the policy rule waived (amlgpu policy list).",
-    "Waiver.reason": "Why the exception is acceptable, for the reviewer (10 characters or more).",
 }
 
 class _Generator(GenerateJsonSchema):

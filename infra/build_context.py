@@ -126,7 +126,7 @@ def upload_context(
     ``credential`` (a ``TokenCredential``); ``transport`` replaces the HTTP transport (tests replay
     recorded Blob REST responses through it).
     """
-    from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+    from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
     from azure.storage.blob import ContainerClient
 
     options: dict[str, Any] = {"retry_total": 0} if transport is not None else {}
@@ -151,6 +151,14 @@ def upload_context(
                 blob.upload_blob(path.read_bytes(), blob_type="BlockBlob", overwrite=True, metadata={"sha256": sha})
                 uploaded.append(relative)
                 break
+            except ClientAuthenticationError as err:
+                if isinstance(err, HttpResponseError) and getattr(err, "status_code", None):
+                    raise UploadError(f"uploading {prefix}{relative}: {_explain(err, account_name)}") from None
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise UploadError(
+                    "no Microsoft Entra token for the build-context upload (sign in with `az login`, or set the "
+                    f"AZURE_* or ARM_* service principal variables pulumi up uses): {first}"
+                ) from None
             except HttpResponseError as err:
                 if getattr(err, "error_code", None) == "AuthorizationPermissionMismatch" and clock() < deadline:
                     sleep(RETRY_EVERY_S)

@@ -26,9 +26,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from infra.model import Cluster, Environment, infer_capabilities
+from infra.paths import resolve_inside
 from jobs import code_scan
 from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
+from model import fabric
 from model.config import StackConfig
 from model.runs import DataInput, Run
 
@@ -120,7 +122,23 @@ def _tidy(value: Any) -> Any:
 _PINNED_REF = re.compile(r"(?:/versions/|^azureml:[^:/@]+:)(?P<version>[^/:@]+)$")
 
 
-def _environment(run: Run, config: StackConfig) -> tuple[str, EnvironmentFacts]:
+def _baked_fabric_settings(environment: Environment, root: Path) -> tuple[tuple[str, str, str, bool], ...]:
+    """Interconnect variables a build context's Dockerfile bakes into the image (see model.fabric)."""
+    if environment.build is None:
+        return ()
+    context = resolve_inside(root, environment.build.path)
+    dockerfile = resolve_inside(context, environment.build.dockerfile_path) if context else None
+    if dockerfile is None:
+        return ()  # the config check refuses paths leading outside the project
+    try:
+        with dockerfile.open("rb") as handle:  # a Dockerfile is small; read no more than 1 MiB of one
+            text = handle.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return ()  # the config check reports a missing Dockerfile; nothing baked is known
+    return tuple((s.name, s.value, s.where, s.resolved) for s in fabric.from_dockerfile(text, context))
+
+
+def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str, EnvironmentFacts]:
     declared: Environment | None = config.environment(run.environment) or next(
         (e for e in config.environments if e.asset_id == run.environment), None
     )
@@ -133,6 +151,7 @@ def _environment(run: Run, config: StackConfig) -> tuple[str, EnvironmentFacts]:
             capabilities=tuple(sorted(declared.capabilities)),
             pinned=declared.is_pinned,
             image=declared.image,
+            fabric_settings=_baked_fabric_settings(declared, root),
         )
     pinned = _PINNED_REF.search(run.environment)
     return run.environment, EnvironmentFacts(
@@ -170,7 +189,7 @@ def resolve_run(
     """
     cluster = config.cluster(run.compute)
     launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
-    environment_id, environment = _environment(run, config)
+    environment_id, environment = _environment(run, config, root)
     return ResolvedRun(
         name=run.name,
         spec=_spec(run, config, launcher, environment_id),

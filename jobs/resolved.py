@@ -40,6 +40,9 @@ class EnvironmentFacts:
     capabilities: tuple[str, ...]
     pinned: bool
     image: str | None = None
+    fabric_settings: tuple[tuple[str, str, str, bool], ...] = ()
+    """Interconnect variables the image bakes in (a build context's Dockerfile ``ENV`` and the
+    ``/etc/nccl.conf`` it writes): (name, value, where, resolved), see :mod:`model.fabric`."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class ResolvedRun:
     def to_props(self) -> dict[str, Any]:
         props = asdict(self)
         props["environment"]["capabilities"] = list(self.environment.capabilities)
+        props["environment"]["fabric_settings"] = [list(s) for s in self.environment.fabric_settings]
         props["code_findings"] = list(self.code_findings)
         return props
 
@@ -84,6 +88,7 @@ class ResolvedRun:
         # The engine drops None-valued props: restore the optional facts it left out.
         env = {"name": None, "image": None, **props["environment"]}
         env["capabilities"] = tuple(env.get("capabilities") or ())
+        env["fabric_settings"] = tuple(tuple(s) for s in env.get("fabric_settings") or ())
         nproc = props.get("launcher_nproc_per_node")
         return cls(
             name=props["name"],

@@ -4,7 +4,8 @@ The Pulumi CLI passes each config key to the program as a string, structured val
 and lists the keys set with ``--secret``. :func:`read` returns exactly that, plus a map from config
 paths to line numbers so errors and policy findings can point into the file.
 
-Encrypted values (``secure: v1:...``) cannot be decrypted offline; they are replaced by
+A top-level ``environment:`` (Pulumi ESC imports) is refused: its values reach ``pulumi up`` but never
+the offline gate. Encrypted values (``secure: v1:...``) cannot be decrypted offline; they are replaced by
 :data:`SECRET_PLACEHOLDER` and their top-level keys reported as secret, which is how the program
 sees them under ``pulumi preview`` too: as secret values.
 """
@@ -270,6 +271,15 @@ def read(path: Path) -> StackFile:
     if not isinstance(document, dict):
         raise ConfigError("expected a mapping at the top level with a 'config:' key", file=name)
     _check_top_level(document, node, name)
+    imports = document.get("environment")
+    if imports:
+        shown = ", ".join(str(i) for i in imports) if isinstance(imports, list) else json.dumps(imports, default=str)
+        raise ConfigError(
+            f"imports Pulumi ESC environment(s) {shown[:200]}: their values (which can set any config key) are "
+            "only known to `pulumi up`, so the offline gate would judge a stack other than the one deployed. Put "
+            "the values in this file (secrets as `pulumi config set --secret`), or remove the import",
+            file=name, key="environment",
+        )
     config = document.get("config", {})
     if config is None:
         config = {}

@@ -4,14 +4,17 @@
 * each run rule becomes a ``ResourceValidationPolicy`` on the ``DistributedRun`` component, whose
   props are the resolved run (:meth:`ResolvedRun.from_props`);
 * each stack rule becomes a ``StackValidationPolicy``;
-* two more stack policies keep waivers honest: ``policy-waivers-valid`` (mandatory) rejects a
-  waiver naming an unknown rule or resource, and ``policy-waived-findings`` (advisory) reports every
-  finding a waiver excuses, so waived findings are never silent in CrossGuard either.
+* two more stack policies keep waivers honest: ``policy-waivers`` (mandatory) rejects a waiver
+  naming an unknown rule or resource, or one the governance refuses (a critical rule waived in a stack
+  file, an expiry too far ahead: :func:`policies.waivers.check_governance`), and
+  ``policy-waived-findings`` (advisory) reports every finding a waiver excuses, so waived findings are
+  never silent in CrossGuard either.
 
-Waivers live in the stack file (``aml-gpu-training:waivers``), which CrossGuard does not hand to a
-policy pack: they are read from ``Pulumi.<stack>.yaml`` in the project folder this pack sits in,
-the stack's name taken from the resource URNs. Enforcement levels and parameters come from the
-pack config (``--policy-pack-config``), exactly as for the offline gate.
+Waivers live in the stack file (``aml-gpu-training:waivers``) and in the project's pack config
+(``policies/config.json``, key ``policy-waivers``), neither of which CrossGuard hands to a policy's
+validation: they are read from the project folder this pack sits in, the stack's name taken from the
+resource URNs. Enforcement levels and parameters come from the pack config
+(``--policy-pack-config``), exactly as for the offline gate.
 
 Props arrive as CrossGuard proxies (values unknown during preview raise when read) with numbers as
 floats; :func:`plain` turns them into the wire shape the rules read (unknowns as
@@ -46,10 +49,12 @@ from model.stackfile import read as read_stackfile
 from model.waivers import Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.engine import Finding, describe, violations
-from policies.packconfig import RuleSettings, parameters
+from policies.packconfig import DEFAULT_PATH, RuleSettings, parameters
+from policies.packconfig import load as load_pack_config
 from policies.rule import Rule
 from policies.stack import COMPONENT_KINDS, Owner, Stack
-from policies.waivers import check_references
+from policies.waivers import CONFIG_KEY, WaiverSettings, check_governance, check_references
+from policies.waivers import settings as waiver_settings
 from policies.wire import UNKNOWN
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -126,6 +131,17 @@ def _stack_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
     return tuple(waivers)
 
 
+@lru_cache(maxsize=2)
+def _waiver_settings(root: Path) -> WaiverSettings:
+    path = root / DEFAULT_PATH
+    return waiver_settings(load_pack_config(path), source=path.name) if path.is_file() else WaiverSettings()
+
+
+def _all_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
+    """The platform's waivers for ``stack`` first, then the stack file's (as the offline gate orders them)."""
+    return (*_waiver_settings(root).for_stack(stack), *_stack_waivers(stack, root))
+
+
 def _waived(waivers: Iterable[Waiver], rule_id: str, owner: Owner, today: dt.date) -> bool:
     return any(w.covers(rule_id, owner.name) and w.active(today) for w in waivers)
 
@@ -187,7 +203,7 @@ def _resource_validator(rule: Rule, root: Path) -> Callable[[ResourceValidationA
             return
         today = dt.date.today()
         owner = _owner(args.urn, getattr(args.opts, "parent", None))
-        if _waived(_stack_waivers(_stack_name(args.urn), root), rule.id, owner, today):
+        if _waived(_all_waivers(_stack_name(args.urn), root), rule.id, owner, today):
             return  # reported by policy-waived-findings
         for message in rule.evaluate(subject, _settings(rule, args.get_config()).params, today):
             report_violation(_text(rule, owner, args.name, args.resource_type, message), None)
@@ -222,7 +238,7 @@ def _stack_validator(rule: Rule, root: Path) -> Callable[[StackValidationArgs, R
         stack, urns = stack_from_args(args)
         today = dt.date.today()
         name = _stack_of(urns)
-        waivers = _stack_waivers(name, root) if name else ()
+        waivers = _all_waivers(name, root) if name else ()
         for violation in rule.evaluate(stack, _settings(rule, args.get_config()).params, today):
             owner, resource, resource_type = describe(stack, violation.subject)
             if not _waived(waivers, rule.id, owner, today):
@@ -239,8 +255,19 @@ def _waiver_policies(root: Path) -> list[Policy]:
         if name is None:
             return
         owners = {stack.owner(r).name for r in stack.resources}
+        severities = {r.id: r.severity for r in RULES}
+        today = dt.date.today()
         try:
-            check_references(_stack_waivers(name, root), rules=BY_ID.keys(), names=owners, file=f"Pulumi.{name}.yaml")
+            policy = _waiver_settings(root)
+            own = _stack_waivers(name, root)
+            check_references(own, rules=BY_ID.keys(), names=owners, file=f"Pulumi.{name}.yaml")
+            check_governance(own, severities=severities, policy=policy, today=today, file=f"Pulumi.{name}.yaml")
+            platform = policy.for_stack(name)
+            pack = {"file": DEFAULT_PATH.name, "where": f"{CONFIG_KEY}.waivers",
+                    "indices": [i for i, w in enumerate(policy.waivers) if w.stack == name]}
+            check_references(platform, rules=BY_ID.keys(), names=owners, **pack)  # type: ignore[arg-type]
+            check_governance(platform, severities=severities, policy=policy, today=today, stack_file=False,
+                             **pack)  # type: ignore[arg-type]
         except ConfigError as err:
             report_violation(str(err), None)
 
@@ -250,16 +277,15 @@ def _waiver_policies(root: Path) -> list[Policy]:
         if name is None:
             return
         today = dt.date.today()
-        waivers = _stack_waivers(name, root)
+        waivers = _all_waivers(name, root)
         # Every rule at its default parameters: the waived findings CrossGuard's own policies skipped.
         settings = {r.id: RuleSettings(r.enforcement, r.parameters) for r in RULES}
         for rule, subject, message in violations(stack, settings, today):
             owner, resource, resource_type = describe(stack, subject)
             for waiver in waivers:
                 if waiver.covers(rule.id, owner.name) and waiver.active(today):
-                    until = f", until {waiver.expires}" if waiver.expires else ""
                     report_violation(
-                        f"[{rule.id}] waived ({waiver.reason}{until}): "
+                        f"[{rule.id}] waived in the {waiver.origin} ({waiver.reason}, until {waiver.expires}): "
                         f"{_text(rule, owner, resource, resource_type, message)}",
                         _urn_of(stack, urns, subject),
                     )
@@ -267,12 +293,19 @@ def _waiver_policies(root: Path) -> list[Policy]:
 
     return [
         StackValidationPolicy(
-            name="policy-waivers-valid",
-            description="Stack waivers name known rules and declared resources",
+            name=CONFIG_KEY,
+            description="Waivers name known rules and declared resources, expire in time, and waive no critical "
+            "rule from a stack file",
             validate=check_valid,
             enforcement_level=EnforcementLevel.MANDATORY,
             severity=Severity.HIGH,
-            remediation_steps="Fix the waiver's rule id or resource name in aml-gpu-training:waivers.",
+            config_schema=PolicyConfigSchema(properties={
+                "max_days": {"type": "integer", "minimum": 1, "default": 90},
+                "stack_file": {"type": "string", "enum": ["non-critical", "none"], "default": "non-critical"},
+                "waivers": {"type": "array", "items": {"type": "object"}, "default": []},
+            }),
+            remediation_steps="Fix the waiver's rule id, resource name or expiry; critical rules are waived only "
+            "in the pack config (policies/config.json, policy-waivers), by the platform owners.",
         ),
         StackValidationPolicy(
             name="policy-waived-findings",

@@ -17,12 +17,13 @@ from infra.prices import PriceTable
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model import NAMESPACE
 from model.config import StackConfig
-from model.waivers import Waiver
+from model.waivers import PlatformWaiver, Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
 from policies.rule import SEVERITIES, Rule, Violation
 from policies.stack import Owner, Stack
-from policies.waivers import check_references
+from policies.waivers import CONFIG_KEY, check_governance, check_references
+from policies.waivers import settings as waiver_settings
 
 Level = Literal["error", "warning", "note"]
 
@@ -89,6 +90,16 @@ class Report:
     """Waivers past their expiry date (index in the stack's waivers list): they no longer apply."""
     unused_waivers: tuple[tuple[int, Waiver], ...] = ()
     """Active waivers that matched no finding (candidates for removal)."""
+    platform_waivers: tuple[PlatformWaiver, ...] = ()
+    """The pack config's waivers for this stack (``policy-waivers.waivers``)."""
+
+    @property
+    def waivers(self) -> tuple[Waiver, ...]:
+        """Every waiver that could apply: the platform's, then the stack file's (see :func:`evaluate`)."""
+        return (*self.platform_waivers, *self.stack_waivers)
+
+    stack_waivers: tuple[Waiver, ...] = ()
+    """The stack file's waivers, as declared."""
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -186,6 +197,7 @@ def evaluate(
     pack_config: dict[str, Any] | None = None,
     today: dt.date | None = None,
     source: str | None = None,
+    stack_name: str | None = None,
     prices: PriceTable | None = None,
 ) -> Report:
     """Evaluate every rule on a planned stack.
@@ -194,24 +206,41 @@ def evaluate(
     resolved runs; ``config``: the stack model (waivers, and where things are declared);
     ``pack_config``: CrossGuard-shaped per-rule settings (see :mod:`policies.packconfig`); ``today``:
     the date waivers expire against (default: today); ``source``: the stack file's name, used in
-    error messages; ``prices``: the pricing table for budget rules (default: the shipped one).
+    error messages; ``stack_name``: which of the pack config's waivers (``policy-waivers.waivers``) are
+    this stack's; ``prices``: the pricing table for budget rules (default: the shipped one).
 
-    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``
-    and for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``).
+    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``,
+    for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``), and for
+    a waiver the pack config's governance refuses (:func:`policies.waivers.check_governance`: a
+    critical rule waived in a stack file, an expiry too far ahead).
     """
     today = today or dt.date.today()
     settings = resolve(pack_config)
+    policy = waiver_settings(pack_config)
     stack = Stack(resources, runs, prices)
     locator = _Locator(config)
     owners = {stack.owner(r).name for r in stack.resources}
-    check_references(config.waivers, rules=BY_ID.keys(), names=locator.names | owners, file=source)
+    names = locator.names | owners
+    severities = {r.id: r.severity for r in RULES}
+    check_references(config.waivers, rules=BY_ID.keys(), names=names, file=source)
+    check_governance(config.waivers, severities=severities, policy=policy, today=today, file=source)
+    platform = policy.for_stack(stack_name)
+    # Keys name the pack config's list, which holds every stack's waivers: index this stack's within it.
+    indices = [i for i, w in enumerate(policy.waivers) if w.stack == stack_name]
+    pack = {"file": "policy pack config", "where": f"{CONFIG_KEY}.waivers", "indices": indices}
+    check_references(platform, rules=BY_ID.keys(), names=names, **pack)  # type: ignore[arg-type]
+    check_governance(platform, severities=severities, policy=policy, today=today, stack_file=False,
+                     **pack)  # type: ignore[arg-type]
+    # The platform's waivers come first: a finding both excuse is the platform's decision.
+    candidates: list[tuple[int | None, Waiver]] = [(None, w) for w in platform]
+    candidates += list(enumerate(config.waivers))
 
     used: set[int] = set()
     findings = []
     for rule, subject, message in violations(stack, settings, today):
         owner, resource, resource_type = describe(stack, subject)
-        matching = [(i, w) for i, w in enumerate(config.waivers) if w.covers(rule.id, owner.name) and w.active(today)]
-        used.update(i for i, _ in matching[:1])
+        matching = [(i, w) for i, w in candidates if w.covers(rule.id, owner.name) and w.active(today)]
+        used.update(i for i, _ in matching[:1] if i is not None)
         findings.append(Finding(
             rule=rule,
             enforcement=settings[rule.id].enforcement,  # type: ignore[arg-type]
@@ -225,5 +254,6 @@ def evaluate(
     findings.sort(key=Finding.sort_key)
     expired = tuple((i, w) for i, w in enumerate(config.waivers) if not w.active(today))
     unused = tuple((i, w) for i, w in enumerate(config.waivers) if w.active(today) and i not in used)
-    return Report(tuple(findings), settings, expired, unused)
+    return Report(tuple(findings), settings, expired, unused, platform_waivers=platform,
+                  stack_waivers=tuple(config.waivers))
 

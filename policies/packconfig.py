@@ -6,7 +6,8 @@ The same dict drives both gates::
       "all": {"enforcementLevel": "advisory"},                     # optional, every rule
       "compute-max-nodes": {"enforcementLevel": "mandatory", "max_nodes_per_cluster": 16},
       "compute-allowed-sizes": {"allowed_sizes": ["Standard_ND96isr_H100_v5"]},
-      "run-tensorflow-parameter-servers": "disabled"               # a bare level is accepted too
+      "run-tensorflow-parameter-servers": "disabled",              # a bare level is accepted too
+      "policy-waivers": {"max_days": 90, "waivers": [...]}         # waiver governance: policies.waivers
     }
 
 CrossGuard reads it from ``pulumi preview --policy-pack policies --policy-pack-config FILE``; the
@@ -27,7 +28,13 @@ from typing import Any
 from model.errors import ConfigError
 from policies.catalogue import BY_ID
 from policies.rule import ENFORCEMENTS, Enforcement, Rule
+from policies.waivers import CONFIG_KEY as WAIVERS_KEY
+from policies.waivers import settings as waiver_settings
 
+DEFAULT_PATH = Path("policies") / "config.json"
+"""The project's pack config, relative to its root: ``amlgpu plan`` reads it unless told otherwise, the
+deploy workflow passes it to ``pulumi up --policy-pack-config``, and CrossGuard reads the platform's
+waivers from it. It belongs to the platform owners (CODEOWNERS)."""
 LEVEL_KEY = "enforcementLevel"
 ALL = "all"
 
@@ -88,7 +95,7 @@ def resolve(pack_config: Mapping[str, Any] | None, *, source: str = "policy pack
     """
     config = dict(pack_config or {})
     for key in config:
-        if key != ALL and key not in BY_ID:
+        if key not in (ALL, WAIVERS_KEY) and key not in BY_ID:
             close = difflib.get_close_matches(key, list(BY_ID), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else " (see `amlgpu policy list`)"
             raise ConfigError(f"unknown rule{hint}", file=source, key=key)
@@ -121,4 +128,5 @@ def load(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object of rule id -> settings", file=path.name)
     resolve(data, source=path.name)  # fail now, naming the file, rather than at evaluation
+    waiver_settings(data, source=path.name)
     return data

@@ -97,7 +97,7 @@ def _result(finding: Finding, index: int, uri: str, line_of: Callable[[tuple], i
         },
     }
     if finding.waiver is not None:
-        expiry = f" (until {finding.waiver.expires.isoformat()})" if finding.waiver.expires else ""
+        expiry = f" (until {finding.waiver.expires.isoformat()})"
         result["suppressions"] = [{
             "kind": "external",
             "status": "accepted",

@@ -1,9 +1,15 @@
-"""The gate's verdict as Markdown, fit for a pull-request comment: verdict, counts, findings with their
+"""The gate's verdict as Markdown, fit for a pull-request comment: verdict, the waivers the change adds
+or changes (at the top, so a reviewer sees first what the change excuses), counts, findings with their
 fix, waived findings with their reasons, and waivers that expired or excuse nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from model.waivers import Waiver
 from policies.engine import Finding, Report
+from policies.rule import SEVERITIES
+from policies.waivers import changed
 
 
 def _cell(text: str) -> str:
@@ -26,12 +32,43 @@ def _verdict(report: Report, stack: str) -> str:
     return f"## ✅ Policy check passed for stack `{stack}`: no mandatory finding"
 
 
-def markdown(report: Report, stack: str) -> str:
-    """The PR-comment summary of ``report`` for ``stack`` (deterministic, no timestamps)."""
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def waiver_lines(report: Report, base_waivers: Sequence[Waiver] | None = None) -> list[str]:
+    """One line per waiver the reviewer must approve: with ``base_waivers`` (the base plan's), the new
+    and changed ones; without, every waiver in effect. Each says what it waives, until when, and where
+    it was granted: "this change waives 1 high finding until 2026-07-31 (new, stack file): ..."."""
+    marks = changed(base_waivers, report.waivers)
+    out = []
+    for waiver in report.waivers:
+        if base_waivers is not None and waiver.key() not in marks:
+            continue
+        excused = [f for f in report.findings if f.waiver is waiver]
+        by_severity = [(s, sum(1 for f in excused if f.rule.severity == s)) for s in SEVERITIES]
+        what = ", ".join(_plural(n, f"{s} finding") for s, n in by_severity if n) or "no finding (yet)"
+        subject = "this change waives" if base_waivers is not None else "waives"
+        status = f"{marks[waiver.key()]}, " if marks else ""
+        out.append(
+            f"- ⚠️ {subject} **{what} until {waiver.expires.isoformat()}** ({status}{waiver.origin}): "
+            f"`{waiver.rule}` for `{_cell(waiver.resource)}`: {_cell(waiver.reason)}"
+        )
+    return out
+
+
+def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | None = None) -> str:
+    """The PR-comment summary of ``report`` for ``stack`` (deterministic, no timestamps).
+
+    ``base_waivers``: the base plan's waivers, when there is a base: the top then lists only the waivers
+    this change adds or changes; without one it lists every waiver in effect."""
     counts = report.counts
-    lines = [
-        _verdict(report, stack),
-        "",
+    waivers = waiver_lines(report, base_waivers)
+    lines = [_verdict(report, stack), ""]
+    if waivers:
+        title = "Waivers this change adds or changes" if base_waivers is not None else "Waivers in effect"
+        lines += [f"### {title} (approved by the platform owners: docs/policies.md)", "", *waivers, ""]
+    lines += [
         "| Outcome | Count |",
         "|---|---:|",
         f"| Mandatory failures (block) | {counts['mandatory']} |",
@@ -60,7 +97,7 @@ def markdown(report: Report, stack: str) -> str:
                   "|---|---|---|---|---|---|"]
         for f in waived:
             assert f.waiver is not None
-            expires = f.waiver.expires.isoformat() if f.waiver.expires else "never"
+            expires = f.waiver.expires.isoformat()
             lines.append(
                 f"| {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)} "
                 f"| {_cell(f.waiver.reason)} | {expires} |"

@@ -1,19 +1,93 @@
-"""Waivers: a stack's reviewed, counted exceptions to a policy rule for one named resource or run.
+"""Waivers: who may excuse which finding, for how long, and whether a waiver names real things.
 
 A waiver names a rule id and the declared name of what it excuses (the workspace's name,
-``network``, a cluster, the image-build cluster, an environment or a run), gives a reason, and may
-expire. Waived findings stay in every report, counted as waived; an expired waiver no longer
+``network``, a cluster, the image-build cluster, an environment or a run), gives a reason, and
+expires. Waived findings stay in every report, counted as waived; an expired waiver no longer
 applies and is reported; a waiver naming an unknown rule or name is a config error.
+
+Governance (issue 19: the change that a gate reviews cannot switch the gate off) comes from the pack
+config, which belongs to the platform owners (CODEOWNERS), under the key ``policy-waivers``::
+
+    "policy-waivers": {
+      "max_days": 90,                 # no waiver may expire further ahead than this
+      "stack_file": "non-critical",   # what a stack file may waive: "non-critical" or "none"
+      "waivers": [                    # the platform owners' own waivers, critical rules included
+        {"stack": "prod", "rule": "...", "resource": "...", "reason": "...", "expires": "2027-01-31"}
+      ]
+    }
+
+A stack file can never waive a critical rule: such a waiver, one expiring too far ahead, or any
+stack-file waiver where ``stack_file`` is ``none`` is a config error naming the file and the key.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from model import NAMESPACE
 from model.errors import ConfigError
-from model.waivers import Waiver
+from model.waivers import PlatformWaiver, Waiver
+
+CONFIG_KEY = "policy-waivers"
+"""The pack config key (and CrossGuard policy name) that governs waivers."""
+DEFAULT_MAX_DAYS = 90
+StackFileWaivers = Literal["non-critical", "none"]
+STACK_FILE_CHOICES: tuple[StackFileWaivers, ...] = ("non-critical", "none")
+
+
+@dataclass(frozen=True)
+class WaiverSettings:
+    """The pack config's ``policy-waivers`` entry, checked."""
+
+    max_days: int = DEFAULT_MAX_DAYS
+    stack_file: StackFileWaivers = "non-critical"
+    waivers: tuple[PlatformWaiver, ...] = ()
+
+    def for_stack(self, stack: str | None) -> tuple[PlatformWaiver, ...]:
+        return tuple(w for w in self.waivers if w.stack == stack)
+
+
+def settings(pack_config: Mapping[str, Any] | None, *, source: str = "policy pack config") -> WaiverSettings:
+    """The ``policy-waivers`` entry of ``pack_config`` (defaults when absent); a ConfigError naming
+    ``source`` and the key for anything malformed."""
+    entry = (pack_config or {}).get(CONFIG_KEY)
+    if entry is None:
+        return WaiverSettings()
+    if not isinstance(entry, Mapping):
+        raise ConfigError("expected a mapping with max_days, stack_file and waivers", file=source, key=CONFIG_KEY)
+    unknown = sorted(set(entry) - {"max_days", "stack_file", "waivers", "enforcementLevel"})
+    if unknown:
+        raise ConfigError("unknown setting (known: max_days, stack_file, waivers)", file=source,
+                          key=f"{CONFIG_KEY}.{unknown[0]}")
+    max_days = entry.get("max_days", DEFAULT_MAX_DAYS)
+    if isinstance(max_days, float) and max_days.is_integer():
+        max_days = int(max_days)  # CrossGuard hands numbers over as floats
+    if not isinstance(max_days, int) or isinstance(max_days, bool) or max_days < 1:
+        raise ConfigError(f"expected a positive number of days (got {max_days!r})", file=source,
+                          key=f"{CONFIG_KEY}.max_days")
+    stack_file = entry.get("stack_file", "non-critical")
+    if stack_file not in STACK_FILE_CHOICES:
+        raise ConfigError(f"expected one of {', '.join(STACK_FILE_CHOICES)} (got {stack_file!r})", file=source,
+                          key=f"{CONFIG_KEY}.stack_file")
+    raw = entry.get("waivers", [])
+    if not isinstance(raw, list):
+        raise ConfigError("expected a list of waivers", file=source, key=f"{CONFIG_KEY}.waivers")
+    waivers = []
+    for i, item in enumerate(raw):
+        try:
+            waivers.append(PlatformWaiver.model_validate(item))
+        except ValidationError as err:
+            error = err.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise ConfigError(error["msg"].removeprefix("Value error, "), file=source,
+                              key=f"{CONFIG_KEY}.waivers[{i}]" + (f".{where}" if where else "")) from None
+    return WaiverSettings(max_days, stack_file, tuple(waivers))
 
 
 def _hint(value: str, known: Collection[str]) -> str:
@@ -22,18 +96,90 @@ def _hint(value: str, known: Collection[str]) -> str:
 
 
 def check_references(
-    waivers: Sequence[Waiver], *, rules: Collection[str], names: Collection[str], file: str | None = None
+    waivers: Sequence[Waiver], *, rules: Collection[str], names: Collection[str], file: str | None = None,
+    where: str = f"{NAMESPACE}:waivers", indices: Sequence[int] | None = None,
 ) -> None:
-    """Raise :class:`~model.errors.ConfigError` (key ``aml-gpu-training:waivers[i].rule`` or
-    ``.resource``) for the first waiver naming an unknown rule or an undeclared resource."""
-    for i, waiver in enumerate(waivers):
-        where = f"{NAMESPACE}:waivers[{i}]"
+    """Raise :class:`~model.errors.ConfigError` (key ``<where>[i].rule`` or ``.resource``) for the first
+    waiver naming an unknown rule or an undeclared resource. ``indices``: each waiver's index in the
+    list ``where`` names (default: its position in ``waivers``)."""
+    for i, waiver in zip(indices or range(len(waivers)), waivers, strict=True):
+        key = f"{where}[{i}]"
         if waiver.rule not in rules:
             message = f"unknown rule {waiver.rule!r}{_hint(waiver.rule, rules)}"
-            raise ConfigError(message, file=file, key=f"{where}.rule")
+            raise ConfigError(message, file=file, key=f"{key}.rule")
         if waiver.resource not in names:
             raise ConfigError(
                 f"no resource or run is declared as {waiver.resource!r}{_hint(waiver.resource, names)}",
                 file=file,
-                key=f"{where}.resource",
+                key=f"{key}.resource",
             )
+
+
+def check_governance(
+    waivers: Sequence[Waiver], *, severities: Mapping[str, str], policy: WaiverSettings, today: dt.date,
+    file: str | None = None, where: str = f"{NAMESPACE}:waivers", stack_file: bool = True,
+    indices: Sequence[int] | None = None,
+) -> None:
+    """Raise :class:`~model.errors.ConfigError` for the first waiver the pack config does not allow:
+    (stack files only) any waiver where ``stack_file`` is ``none``, or one of a critical rule; any
+    waiver expiring more than ``max_days`` after ``today``. ``severities`` maps rule ids to severities;
+    ``indices`` as for :func:`check_references`."""
+    for i, waiver in zip(indices or range(len(waivers)), waivers, strict=True):
+        key = f"{where}[{i}]"
+        if stack_file and policy.stack_file == "none":
+            raise ConfigError(
+                "this project takes no waivers from stack files (policy-waivers.stack_file is 'none' in the pack "
+                "config): ask the platform owners for a waiver in the pack config (docs/policies.md)",
+                file=file, key=key,
+            )
+        if stack_file and severities.get(waiver.rule) == "critical":
+            raise ConfigError(
+                f"rule {waiver.rule} is critical: a stack file cannot waive it. Fix the finding, or ask the "
+                "platform owners for a waiver in the pack config's policy-waivers (docs/policies.md)",
+                file=file, key=f"{key}.rule",
+            )
+        ahead = (waiver.expires - today).days
+        if ahead > policy.max_days:
+            raise ConfigError(
+                f"expires {waiver.expires.isoformat()} is {ahead} days ahead; a waiver may run at most "
+                f"{policy.max_days} days (policy-waivers.max_days in the pack config): pick a date on or before "
+                f"{(today + dt.timedelta(days=policy.max_days)).isoformat()} and renew it when it runs out",
+                file=file, key=f"{key}.expires",
+            )
+
+
+def changed(base: Sequence[Waiver] | None, head: Sequence[Waiver]) -> dict[tuple[str, str, str], str]:
+    """``new`` or ``changed`` for each of ``head``'s waivers that ``base`` lacks or has otherwise
+    (reason or expiry); empty when ``base`` is None (no base to compare with)."""
+    if base is None:
+        return {}
+    before = {w.key(): w for w in base}
+    out = {}
+    for waiver in head:
+        old = before.get(waiver.key())
+        if old is None:
+            out[waiver.key()] = "new"
+        elif (old.reason, old.expires) != (waiver.reason, waiver.expires):
+            out[waiver.key()] = "changed"
+    return out
+
+
+def to_records(waivers: Sequence[Waiver]) -> list[dict[str, Any]]:
+    """Waivers as JSON records (``waivers.json`` of a plan), for comparing with a later plan."""
+    return [{"origin": w.origin, **w.model_dump(mode="json")} for w in waivers]
+
+
+def from_records(records: Any, *, source: str) -> list[Waiver]:
+    """Waivers read back from :func:`to_records` output; a ConfigError naming ``source`` if malformed."""
+    if not isinstance(records, list):
+        raise ConfigError("expected a list of waivers", file=source)
+    out: list[Waiver] = []
+    for i, record in enumerate(records):
+        try:
+            fields = {k: v for k, v in dict(record).items() if k != "origin"}
+            model = PlatformWaiver if record.get("origin") == "pack config" else Waiver
+            # Recorded waivers were valid when planned; their expiry and reason are compared, not re-judged.
+            out.append(model.model_construct(**{**fields, "expires": dt.date.fromisoformat(fields["expires"])}))
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise ConfigError("not a recorded waiver", file=source, key=f"[{i}]") from None
+    return out

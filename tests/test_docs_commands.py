@@ -74,7 +74,7 @@ def _scratch_project(folder: Path) -> Path:
     folder.mkdir()
     for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in ROOT.glob("Pulumi.*.yaml"))):
         shutil.copy(ROOT / name, folder / name)
-    for name in ("docs", "schema", "examples", ".github"):
+    for name in ("docs", "schema", "examples", ".github", "policies"):
         shutil.copytree(ROOT / name, folder / name)
     copy_project_folders(folder)
     return folder

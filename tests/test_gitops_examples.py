@@ -75,3 +75,42 @@ def test_every_example_stack_has_an_owner_and_a_line_in_the_readme() -> None:
         assert f"/{path.name} " in owners
         assert f"`{path.name}`" in readme
     assert "amlgpu plan --stack" in readme
+
+
+def _owners(codeowners: str, path: str) -> set[str]:
+    """GitHub's CODEOWNERS semantics for the patterns used here: the last matching line wins; ``/x/`` is a
+    folder anchored at the root, ``/x`` a root file, ``*`` everything."""
+    owners: set[str] = set()
+    for line in codeowners.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        pattern, *names = line.split()
+        if pattern == "*" or (pattern.endswith("/") and path.startswith(pattern.lstrip("/"))) or (
+            path == pattern.lstrip("/")
+        ):
+            owners = set(names)
+    return owners
+
+
+GATE_FILES = (".github/workflows/pr.yml", ".github/workflows/pr-publish.yml", ".github/CODEOWNERS",
+              "policies/config.json", "policies/rules/runs.py", "Makefile", "pyproject.toml", "Pulumi.yaml",
+              "__main__.py")
+
+
+@pytest.mark.parametrize("path", GATE_FILES)
+def test_the_platform_owners_alone_own_what_decides_the_gate(path: str) -> None:
+    assert _owners((ROOT / ".github" / "CODEOWNERS").read_text(), path) == {"@YOUR-ORG/platform-owners"}
+    assert _owners((MULTI_TEAM / "CODEOWNERS").read_text(), path) == {"@example-org/ml-platform"}
+
+
+def test_each_team_alone_owns_its_stack_file_and_waivers_are_the_platforms() -> None:
+    codeowners = (MULTI_TEAM / "CODEOWNERS").read_text()
+    for path in MULTI_TEAM.glob("Pulumi.*.yaml"):
+        team = _stack_name(path)
+        assert _owners(codeowners, path.name) == {f"@example-org/{team}"}
+        assert f"{NS}:waivers" not in yaml.safe_load(path.read_text())["config"]
+    pack = json.loads((MULTI_TEAM / "policy-config.json").read_text())
+    assert pack["policy-waivers"]["stack_file"] == "none"
+    from policies.packconfig import load
+
+    load(MULTI_TEAM / "policy-config.json")  # a valid pack config

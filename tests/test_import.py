@@ -307,6 +307,9 @@ BAD_SCRIPTS = {
         "ScriptRunConfig(source_directory='src', script='train.py', compute_target='gpu-a100',"
         " distributed_job_config=d)\n", 3, "6 does not divide into 4 nodes"),
     "no-run-config": ("import os\nprint(os.getcwd())\n", None, "no ScriptRunConfig"),
+    "in-a-function": ("from azureml.core import ScriptRunConfig\n\ndef build(ws):\n"
+                      "    return ScriptRunConfig(source_directory='src', script='train.py')\n", 4,
+                      "move the call to the module level"),
     "estimator": ("from azureml.train.dnn import PyTorch\nest = PyTorch(source_directory='.')\n", None,
                   "rewrite the estimator as a ScriptRunConfig"),
     "not-python": ("ScriptRunConfig(\n", 1, "not Python"),
@@ -471,3 +474,32 @@ def test_scripts_are_never_executed(project: Path, tmp_path: Path) -> None:
                       "ScriptRunConfig(source_directory='src', script='train.py', compute_target='gpu-a100')\n")
     import_files([script], Context(root=project))
     assert not marker.exists()
+
+
+def test_what_the_stack_model_refuses_is_bad_input_at_its_line(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "imports" / "refused.yml").write_text(
+        "command: python train.py\ncode: src\nenvironment: azureml:acpt-pytorch:1\ncompute: gpu-a100\n"
+        "resources:\n  instance_count: 0\n")
+    monkeypatch.chdir(project)
+    assert main(["import", "imports/refused.yml", "--stack", "test"]) == 2
+    err = capsys.readouterr().err
+    assert "imports/refused.yml: line 5:" in err and "instance_count" in err and "Traceback" not in err
+
+
+def test_every_example_imports_and_plans_in_one_stack(project: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(project, root, symlinks=True)
+    sources = [f"imports/v1/{f}" for f in V1] + [f"imports/cliv2/{f}" for f in CLI_V2] + [
+        "imports/v2/tensorflow_mnist_distributed.py"]
+    monkeypatch.chdir(root)
+    code = main(["import", *sources, "--stack", "test", "--compute", "gpu-cluster", "--write"])
+    err = capsys.readouterr().err
+    assert code in (0, 1), err  # the plan's verdict: the examples keep their settings (e.g. 1 process per 8 GPUs)
+    written = {p.stem for p in (root / "build" / "test" / "jobs").glob("*.yml")}
+    imported = {str(r["name"]) for r in yaml.safe_load((root / "Pulumi.test.yaml").read_text())["config"][
+        f"{NS}:jobs"]}
+    assert len(imported) == len(dev_config()[f"{NS}:jobs"]) + len(sources)
+    assert imported <= written

@@ -152,6 +152,37 @@ def test_a_missing_data_role_fails_with_one_line_naming_the_role(context) -> Non
     assert message.startswith("uploading tf-gpu/1/abc/Dockerfile:")
 
 
+class NoCredential:
+    """What azure-identity raises when no sign-in is available (CredentialUnavailableError)."""
+
+    def get_token(self, *scopes: str, **_: Any) -> AccessToken:
+        from azure.identity import CredentialUnavailableError
+
+        raise CredentialUnavailableError("DefaultAzureCredential failed to retrieve a token from the included "
+                                         "credentials.\nAttempted credentials: ...")
+
+
+def test_no_credential_fails_with_one_line_saying_how_to_sign_in(context) -> None:
+    folder, files = context
+    with pytest.raises(UploadError) as err:
+        upload_context(ACCOUNT, "environment-builds", "p/", folder, files, NoCredential(), transport=Replay())
+    message = str(err.value)
+    assert "\n" not in message and "az login" in message and "DefaultAzureCredential failed" in message
+
+
+@pytest.mark.parametrize(
+    ("client_id", "declared", "expected"),
+    [("04b07795-8ddb-461a-bbee-02f9e1bf7b46", None, "User"), ("1950a258-227b-4e31-a9cf-717495945fc2", None, "User"),
+     ("5b1e9bd1-0000-4000-8000-000000000000", None, "ServicePrincipal"),
+     ("04b07795-8ddb-461a-bbee-02f9e1bf7b46", "ServicePrincipal", "ServicePrincipal")],
+    ids=["azure-cli", "azure-powershell", "service-principal", "declared-wins"],
+)
+def test_deployer_principal_type(client_id: str, declared: str | None, expected: str) -> None:
+    from infra.azure import principal_type
+
+    assert principal_type(client_id, declared) == expected
+
+
 def test_a_file_changed_after_the_plan_is_not_uploaded(context) -> None:
     folder, files = context
     (folder / "Dockerfile").write_text("FROM something-else\n")

@@ -30,11 +30,11 @@ def idle_gpus(b: Baseline) -> Baseline:
 
 
 WAIVER = {"rule": "run-gpus-left-idle", "resource": "ddp-per-process",
-          "reason": "Pipeline-parallel model: each process drives two GPUs."}
+          "reason": "Pipeline-parallel model: each process drives two GPUs.", "expires": "2026-07-31"}
 
 
 def test_an_active_waiver_excuses_the_finding_but_keeps_it_counted() -> None:
-    report = with_waivers(idle_gpus(baseline()), {**WAIVER, "expires": "2026-12-31"}).evaluate()
+    report = with_waivers(idle_gpus(baseline()), WAIVER).evaluate()
     waived = [f for f in report.findings if f.waived]
     assert [(f.rule.id, f.owner.name, f.level) for f in waived] == [("run-gpus-left-idle", "ddp-per-process", "note")]
     assert waived[0].waiver is not None and waived[0].waiver.reason.startswith("Pipeline-parallel")
@@ -72,7 +72,8 @@ def test_a_waiver_naming_an_unknown_rule_or_resource_is_an_error(field: str, val
 def test_waivers_may_name_the_workspace_network_and_image_builder() -> None:
     names = ("mlw-gpu-dev", "network", "image-builder", "gpu-a100", "tf-gpu")
     reason = "reviewed by the platform team"
-    waivers = [{"rule": "compute-scale-to-zero", "resource": n, "reason": reason} for n in names]
+    waivers = [{"rule": "compute-scale-to-zero", "resource": n, "reason": reason, "expires": "2026-08-01"}
+               for n in names]
     assert len(with_waivers(baseline(), *waivers).evaluate().unused_waivers) == len(names)
 
 

@@ -28,8 +28,9 @@ def failing(b: Baseline) -> Baseline:
     b.inputs("azure-native:machinelearningservices:Compute", "gpu-a100")["properties"]["properties"][
         "enableNodePublicIp"] = True
     b.config["aml-gpu-training:waivers"] = [
-        {"rule": "run-gpus-left-idle", "resource": "ddp-per-process", "reason": "Two GPUs per process | pipeline"},
-        {"rule": "compute-scale-to-zero", "resource": "gpu-a100", "reason": "warm pool for the demo",
+        {"rule": "run-gpus-left-idle", "resource": "ddp-per-process", "reason": "Two GPUs per process | pipeline",
+         "expires": "2026-07-31"},
+        {"rule": "compute-scale-to-zero", "resource": "gpu-a100", "reason": "a warm pool for the launch demo",
          "expires": "2026-01-31"},
     ]
     return b
@@ -83,7 +84,7 @@ def test_sarif_results_levels_suppressions_and_locations(stack_file: tuple[Stack
     waived = by_rule["run-gpus-left-idle"]
     assert waived["level"] == "note"
     assert waived["suppressions"] == [{"kind": "external", "status": "accepted",
-                                       "justification": "Two GPUs per process | pipeline"}]
+                                       "justification": "Two GPUs per process | pipeline (until 2026-07-31)"}]
     located = by_rule["compute-no-node-public-ip"]["locations"][0]
     assert located["physicalLocation"]["artifactLocation"]["uri"] == "Pulumi.baseline.yaml"
     assert located["physicalLocation"]["region"]["startLine"] == file.line_of(("aml-gpu-training:clusters", 0))
@@ -104,7 +105,7 @@ def test_sarif_reports_expired_waivers(stack_file: tuple[StackFile, Report]) -> 
 def test_sarif_is_deterministic(stack_file: tuple[StackFile, Report]) -> None:
     first = json.dumps(sarif_of(stack_file), sort_keys=True)
     assert first == json.dumps(sarif_of(stack_file), sort_keys=True)
-    assert "2026-" not in first.replace("2026-01-31", "")  # no timestamps besides the waiver's own date
+    assert "2026-" not in first.replace("2026-01-31", "").replace("2026-07-31", "")  # only the waivers' own dates
 
 
 def test_markdown_summary_for_a_failing_stack(stack_file: tuple[StackFile, Report]) -> None:

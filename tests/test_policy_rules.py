@@ -295,7 +295,22 @@ CASES = [
          on_cluster("ddp-per-process", "Standard_NC24r", 8, rdma=True, sriov=False), "ddp-per-process",
          "RDMA without SR-IOV"),
     Case("run-infiniband-disabled", run_setting("torchrun-per-node", "spec.environment_variables.NCCL_IB_DISABLE", "1"),
-         "torchrun-per-node", "NCCL_IB_DISABLE=1 turns InfiniBand off"),
+         "torchrun-per-node", "NCCL_IB_DISABLE='1' (environment_variables) disables InfiniBand"),
+    Case("run-infiniband-setting-unclear",
+         run_setting("torchrun-per-node", "spec.environment_variables.NCCL_IB_DISABLE", "true"), "torchrun-per-node",
+         "has no effect: NCCL reads it as 0"),
+    Case("run-docker-args-confined", run_setting("torchrun-per-node", "spec.resources.docker_args", "--privileged"),
+         "torchrun-per-node", "--privileged gives the container every capability"),
+    Case("run-ssh-service-has-key", run_setting("torchrun-per-node", "spec.services", {"debug": {"type": "ssh"}}),
+         "torchrun-per-node", "opens SSH on the nodes with no ssh_public_keys"),
+    Case("run-notebook-service-user-identity",
+         run_setting("torchrun-per-node", "spec.services", {"nb": {"type": "jupyter_lab"}}), "torchrun-per-node",
+         "runs with identity unset, not user_identity"),
+    Case("storage-operator-ranges-not-open",
+         setting(STORAGE, "networkRuleSet.ipRules", [{"iPAddressOrRange": "0.0.0.0/0", "action": "Allow"}]),
+         WORKSPACE, "lets the whole internet through the storage firewall",
+         comply=setting(STORAGE, "networkRuleSet.ipRules",
+                        [{"iPAddressOrRange": "203.0.113.0/24", "action": "Allow"}])),
     Case("run-launcher-variables-overridden",
          run_setting("torchrun-per-node", "spec.environment_variables.MASTER_PORT", "29500"), "torchrun-per-node",
          "sets MASTER_PORT"),
@@ -414,7 +429,7 @@ def test_secret_variable_detection(name: str, value: str, flagged: bool) -> None
 
 
 @pytest.mark.parametrize(
-    ("variable", "value"), [("NCCL_NET", "Socket"), ("UCX_TLS", "tcp,self,sm"), ("UCX_TLS", "^rc")]
+    ("variable", "value"), [("NCCL_NET", "Socket"), ("UCX_TLS", "tcp,self,sm"), ("UCX_TLS", "^rc,dc")]
 )
 def test_infiniband_switches(variable: str, value: str) -> None:
     b = baseline()
@@ -427,8 +442,8 @@ def test_infiniband_switch_in_the_command_is_caught() -> None:
     b = baseline()
     run_setting("ddp-per-process", "spec.command", "export NCCL_IB_DISABLE=1; python train.py")(b)
     found = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
-    assert [f.message for f in found] == ["NCCL_IB_DISABLE=1 (in the command) turns InfiniBand off on "
-                                          "Standard_ND96asr_v4"]
+    assert [f.message for f in found] == ["NCCL_IB_DISABLE='1' (the command) disables InfiniBand (NCCL reads it "
+                                          "as 1) on Standard_ND96asr_v4"]
 
 
 def test_unknown_values_are_never_violations() -> None:

@@ -6,6 +6,8 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 * ``outputs.json``: the stack outputs (secrets masked);
 * ``jobs/<run>.yml``: each declared run as an Azure ML CLI v2 job file (``az ml job create -f``);
 * ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR;
+* ``waivers.json``: the waivers that applied (the stack file's and the platform's), so a later plan
+  against this one as its base can put the waivers a change adds or changes at the top of its verdict.
 * ``cost.json``: what each cluster and run can cost at list price (``infra/prices.json``, or ``--prices``);
 * ``diff.json`` (with ``--base``): what changes against a base plan folder or git ref, what gets replaced,
   and a one-line verdict; ``policy.md`` then opens with it (see :mod:`amlgpu.review`).
@@ -29,7 +31,7 @@ from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
-    "cost.json": None, "diff.json": None, "preflight.json": None,
+    "cost.json": None, "diff.json": None, "preflight.json": None, "waivers.json": None,
 }
 """What :meth:`PlanResult.write` puts in an output folder: all an earlier plan can have left there, so all
 ``--out`` may hold before it is replaced."""
@@ -45,7 +47,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
     parser.add_argument("--out", type=Path, help="output folder (default: build/<stack>)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
-    parser.add_argument("--policy-config", type=Path, help="policy pack config (JSON): enforcement and parameters")
+    parser.add_argument("--policy-config", type=Path,
+                        help="policy pack config (JSON): enforcement, parameters, platform waivers "
+                        "(default: policies/config.json when the project has one)")
     parser.add_argument("--base", metavar="DIR_OR_GIT_REF",
                         help="compare with a base: an earlier plan folder, or a git ref planned in a temporary "
                         "worktree with its own code; writes diff.json and a diff section atop policy.md")
@@ -74,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     pack_config = None
-    if args.policy_config:
-        from policies.packconfig import load
+    from policies.packconfig import DEFAULT_PATH, load
 
-        pack_config = load(args.policy_config)
+    config_path = args.policy_config or (stack.root / DEFAULT_PATH)
+    if args.policy_config or config_path.is_file():
+        pack_config = load(config_path)
     prices = _prices(args.prices)
     base = None
     if args.base:
@@ -131,6 +136,8 @@ class PlanResult:
         self.cost: Any = None
         self.diff: dict[str, Any] | None = None
         self._cost_change: dict[str, Any] | None = None
+        self.base_waivers: list[Any] | None = None
+        """The base plan's waivers (its ``waivers.json``), when planned against a base that recorded them."""
 
     def review(self, prices: Any, base: Any = None) -> None:
         """Work out the cost (and, against ``base``, the diff and the change in cost) for the artifacts."""
@@ -141,6 +148,7 @@ class PlanResult:
 
         self.cost = estimate(Stack(self.resources, self.runs), prices)
         if base is not None:
+            self.base_waivers = base.waivers
             self.diff = diff(base.resources, self.resources, base_label=base.label)
             try:
                 base_runs = [ResolvedRun.from_props(r["inputs"]) for r in base.resources if r["type"] == RUN_TYPE]
@@ -152,6 +160,7 @@ class PlanResult:
     def write(self, folder: Path) -> None:
         from policies.sarif import to_sarif
         from policies.summary import markdown
+        from policies.waivers import to_records
 
         write_text(folder / "resources.json", canonical_json(self.resources))
         write_text(folder / "outputs.json", canonical_json(self.outputs))
@@ -163,7 +172,9 @@ class PlanResult:
 
         top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
         bottom = cost_markdown(self.cost, self._cost_change) if self.cost is not None else ""
-        write_text(folder / "policy.md", top + markdown(self.report, self.stack.name) + bottom)
+        verdict = markdown(self.report, self.stack.name, base_waivers=self.base_waivers)
+        write_text(folder / "policy.md", top + verdict + bottom)
+        write_text(folder / "waivers.json", canonical_json(to_records(self.report.waivers)))
         if self.cost is not None:
             write_text(folder / "cost.json", canonical_json(self.cost.to_json()))
         if self.diff is not None:
@@ -257,6 +268,7 @@ def plan_stack(
     job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
     report = evaluate(
         [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
+        stack_name=stack.name,
         prices=prices,
     )
     return PlanResult(stack, plan, runs, job_files, report)

@@ -93,7 +93,8 @@ def _validate(drafts: list[Draft], ctx: Context) -> None:
             message = first["msg"].removeprefix("Value error, ")
             raise ImportInputError(
                 f"run {draft.run.get('name')!r}: {where + ': ' if where else ''}{message}"
-                " (the stack model refuses this as written)", file=draft.file, line=draft.line) from None
+                " (the stack model refuses this as written)", file=draft.file,
+                line=draft.line_of(first["loc"][0] if first["loc"] else "")) from None
     if ctx.stack is None or not complete:
         return
     values, added = stack_values(ctx, complete)
@@ -109,7 +110,9 @@ def _validate(drafts: list[Draft], ctx: Context) -> None:
         owner = owners[match.group(1)][int(match.group(2))] if match else None
         if owner is None:
             raise
-        raise ImportInputError(f"{err.key}: {err.message}", file=owner.file, line=owner.line) from None
+        field = re.search(r"\]\.([a-z_]+)", err.key or "")
+        raise ImportInputError(f"{err.key}: {err.message}", file=owner.file,
+                               line=owner.line_of(field.group(1) if field else "")) from None
 
 
 def stack_values(ctx: Context, drafts: list[Draft]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

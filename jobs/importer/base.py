@@ -50,6 +50,11 @@ class Draft:
     environments: list[dict[str, Any]] = field(default_factory=list)
     placeholders: list[Placeholder] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    key_lines: dict[str, int] = field(default_factory=dict)
+    """The line of each top-level key in the source, where known (job files): errors point at it."""
+
+    def line_of(self, key: object) -> int:
+        return self.key_lines.get(str(key), self.line)
 
     @property
     def origin(self) -> str:

@@ -87,7 +87,8 @@ def read(source: Source, ctx: Context) -> list[Draft]:
                                file=source.display)
     job = _plain(document)
     line = 1
-    draft = Draft(file=source.display, line=line, kind=KIND, run={})
+    draft = Draft(file=source.display, line=line, kind=KIND, run={},
+                  key_lines={str(key): _line_of(document, str(key), line) for key in document})
     run = draft.run
     stem = source.path.stem
     run["name"] = job.get("name") or slug(source.path.parent.name if stem in ("job", "pipeline") else stem)

@@ -83,6 +83,12 @@ def read(source: Source, ctx: Context) -> list[Draft]:
     commands = [c for c in module.calls if c.name == "command" and c.qualified.startswith(("azure.ai.ml", "command"))]
     if not runs and not commands:
         hint = ""
+        unread = _unread_call(text)
+        if unread is not None:
+            raise ImportInputError(
+                f"{unread[1]}(...) is called inside a function, class or loop, which import does not follow: "
+                "move the call to the module level (or into main()) with its arguments", file=source.display,
+                line=unread[0])
         if re.search(r"\b(Estimator|PyTorch|TensorFlow)\s*\(", text):
             hint = "; SDK v1 estimators are not read: rewrite the estimator as a ScriptRunConfig first"
         raise ImportInputError(
@@ -104,6 +110,19 @@ def read(source: Source, ctx: Context) -> list[Draft]:
 
 
 # ------------------------------------------------------------------------------------------ shared
+
+
+def _unread_call(text: str) -> tuple[int, str] | None:
+    """The first ``ScriptRunConfig(...)``/``command(...)`` call anywhere in the text, by its name only."""
+    import ast
+
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in ("ScriptRunConfig", "command"):
+                return node.lineno, name
+    return None
 
 
 def _path(value: Any) -> str | None:

@@ -204,50 +204,6 @@ def run_multi_node_rdma_without_sriov(run: ResolvedRun) -> list[str]:
     return [f"{run.instance_count} nodes of {run.cluster.size}: RDMA without SR-IOV, unusable by NCCL/MPI"]
 
 
-_IB_TRANSPORTS = frozenset({"ib", "rc", "rc_x", "rc_v", "rc_mlx5", "dc", "dc_x", "dc_mlx5", "ud", "ud_x", "ud_v",
-                            "ud_mlx5", "all"})
-_ASSIGNMENT = re.compile(r"\b(NCCL_IB_DISABLE|NCCL_NET|UCX_TLS)=([\"']?)([^\s\"';]+)\2")
-
-
-def _ib_switches(name: str, value: str) -> str | None:
-    value = value.strip().lower()
-    if name == "NCCL_IB_DISABLE" and value in ("1", "true", "yes"):
-        return f"NCCL_IB_DISABLE={value}"
-    if name == "NCCL_NET" and value == "socket":
-        return "NCCL_NET=Socket"
-    if name == "UCX_TLS":
-        transports = {t.strip() for t in value.lstrip("^").split(",") if t.strip()}
-        excluded = value.startswith("^") and transports & _IB_TRANSPORTS - {"all"}
-        if excluded or (not value.startswith("^") and not transports & _IB_TRANSPORTS):
-            return f"UCX_TLS={value}"
-    return None
-
-
-@run_rule(
-    id="run-infiniband-disabled",
-    title="Multi-node runs on InfiniBand do not switch it off",
-    severity="high",
-    enforcement="mandatory",
-    rationale="NCCL_IB_DISABLE=1, NCCL_NET=Socket or a UCX_TLS without InfiniBand transports make NCCL/MPI "
-    "use TCP on an InfiniBand cluster: the run works, slowly, and nothing says why (a curated image once "
-    "shipped NCCL_IB_DISABLE=1).",
-    remediation="Remove the variable (from environment_variables and the command); to tune NCCL use "
-    "NCCL_IB_PCI_RELAXED_ORDERING=1 and NCCL_TOPO_FILE instead.",
-    reference="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html",
-    config_key=("environment_variables",),
-)
-def run_infiniband_disabled(run: ResolvedRun) -> list[str]:
-    if run.instance_count <= 1 or not run.cluster.infiniband:
-        return []
-    found = [s for name, value in sorted(_env(run).items()) if (s := _ib_switches(name, value))]
-    found += [
-        s + " (in the command)"
-        for m in _ASSIGNMENT.finditer(str(run.spec.get("command", "")))
-        if (s := _ib_switches(m.group(1), m.group(3)))
-    ]
-    return [f"{s} turns InfiniBand off on {run.cluster.size}" for s in dict.fromkeys(found)]
-
-
 @run_rule(
     id="run-launcher-variables-overridden",
     title="Runs do not set variables the launcher owns",
