@@ -6,6 +6,7 @@ Pulumi's mock engine. Nothing here decides anything: the model validates, compon
 """
 
 from pathlib import Path
+from typing import cast
 
 import pulumi
 import pulumi_azure_native.authorization as authorization
@@ -108,7 +109,8 @@ for name in sorted(system_assigned):
         ClusterAccessArgs(
             cluster_name=name,
             workspace_name=config.workspace.name,
-            principal_id=clusters[name].principal_id,
+            # A system-assigned identity always has a principal once the cluster exists.
+            principal_id=cast("pulumi.Output[str]", clusters[name].principal_id),
             subscription_id=client.subscription_id,
             storage_account_id=workspace.storage_account.id,
         ),

@@ -13,6 +13,7 @@ import keyword
 import os
 import re
 import sys
+from typing import NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
@@ -52,7 +53,7 @@ class _Parser(argparse.ArgumentParser):
     def format_usage(self) -> str:
         return plain(super().format_usage())
 
-    def error(self, message: str) -> None:  # argparse's own exit code is 2 as well; keep its usage line
+    def error(self, message: str) -> NoReturn:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 

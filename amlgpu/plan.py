@@ -98,7 +98,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.plan = Plan()
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        mock: Any = super()  # Pulumi's MockMonitor is untyped
+        response = mock.RegisterResource(request)
         if request.type != STACK_TYPE:
             options: dict[str, Any] = {}
             if request.protect:
@@ -134,7 +135,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResourceOutputs(self, request: Any) -> Any:
         if _type_of(request.urn) == STACK_TYPE:
             self.plan.outputs = _plain(_raw(request.outputs))
-        return super().RegisterResourceOutputs(request)
+        mock: Any = super()  # Pulumi's MockMonitor is untyped
+        return mock.RegisterResourceOutputs(request)
 
 
 def _raw(struct: Any) -> Any:

@@ -43,41 +43,43 @@ def aml_compute(
     name: str, cfg: Cluster | ImageBuildCompute, where: ComputePlacement, parent: pulumi.Resource
 ) -> ml.Compute:
     """An AmlCompute with the secure settings every cluster of the stack shares."""
-    is_training = isinstance(cfg, Cluster)
-    identity = cfg.identity if is_training else Identity()
+    training = cfg if isinstance(cfg, Cluster) else None
+    identity = training.identity if training is not None else Identity()
     return ml.Compute(
         name,
         compute_name=cfg.name,
         workspace_name=where.workspace_name,
         resource_group_name=where.resource_group_name,
-        location=(cfg.location if is_training else None) or where.location,
+        location=(training.location if training is not None else None) or where.location,
         identity=ml.ManagedServiceIdentityArgs(
             type=identity_type(identity.type),
             user_assigned_identities=[u.resource_id for u in identity.user_assigned_identities] or None,
         ),
         properties=ml.AmlComputeArgs(
             compute_type="AmlCompute",
-            description=cfg.description if is_training else "Builds environment images inside the private network",
+            description=training.description
+            if training is not None
+            else "Builds environment images inside the private network",
             disable_local_auth=True,
             properties=ml.AmlComputePropertiesArgs(
                 vm_size=cfg.size,
-                vm_priority="LowPriority" if is_training and cfg.tier == "low_priority" else "Dedicated",
+                vm_priority="LowPriority" if training is not None and training.tier == "low_priority" else "Dedicated",
                 os_type="Linux",
-                enable_node_public_ip=cfg.enable_node_public_ip if is_training else False,
+                enable_node_public_ip=training.enable_node_public_ip if training is not None else False,
                 remote_login_port_public_access="Enabled"
-                if is_training and cfg.ssh_public_access_enabled
+                if training is not None and training.ssh_public_access_enabled
                 else "Disabled",
                 subnet=ml.ResourceIdArgs(id=where.subnet_id),
                 scale_settings=ml.ScaleSettingsArgs(
-                    min_node_count=cfg.min_instances if is_training else 0,
+                    min_node_count=training.min_instances if training is not None else 0,
                     max_node_count=cfg.max_instances,
                     node_idle_time_before_scale_down=iso_duration(
-                        cfg.idle_time_before_scale_down if is_training else 300
+                        training.idle_time_before_scale_down if training is not None else 300
                     ),
                 ),
             ),
         ),
-        tags={**(where.tags or {}), **(cfg.tags if is_training else {})},
+        tags={**(where.tags or {}), **(training.tags if training is not None else {})},
         opts=pulumi.ResourceOptions(
             parent=parent,
             replace_on_changes=list(IMMUTABLE_PROPERTIES),

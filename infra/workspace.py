@@ -63,7 +63,8 @@ def _identity_principal(resource_id: str, parent: pulumi.Resource) -> pulumi.Out
     found = managedidentity.get_user_assigned_identity_output(
         resource_group_name=parts[4], resource_name=parts[8], opts=pulumi.InvokeOutputOptions(parent=parent)
     )
-    return found.principal_id
+    principal: pulumi.Output[str] = found.principal_id
+    return principal
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def job_document(
     ``amlgpu submit`` gives each submission its own)."""
     job = build_job(spec, root=root)
     with quiet_azure_ai_ml():
-        document = _plain(_command_job_schema().dump(job))
+        document: dict[str, Any] = _plain(_command_job_schema().dump(job))
     # abspath, not resolve(): a symlinked code folder stays where the project says it is.
     code = os.path.relpath(os.path.abspath(root / spec["code"]), os.path.abspath(code_relative_to))
     document["code"] = Path(code).as_posix()

@@ -108,7 +108,8 @@ def _spec(run: Run, config: StackConfig, launcher: str, environment_id: str) -> 
         "services": services,
         "queue_settings": run.queue_settings.model_dump(exclude_none=True) if run.queue_settings else None,
     }
-    return _tidy(spec)
+    tidy: dict[str, Any] = _tidy(spec)
+    return tidy
 
 
 def _tidy(value: Any) -> Any:

@@ -84,7 +84,7 @@ class ResolvedRun:
 
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> ResolvedRun:
-        cluster = {k: (int(v) if isinstance(v, float) else v) for k, v in props["cluster"].items()}
+        cluster: dict[str, Any] = {k: (int(v) if isinstance(v, float) else v) for k, v in props["cluster"].items()}
         # The engine drops None-valued props: restore the optional facts it left out.
         env = {"name": None, "image": None, **props["environment"]}
         env["capabilities"] = tuple(env.get("capabilities") or ())

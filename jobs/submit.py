@@ -268,7 +268,8 @@ class JobOperations(Protocol):
 
 
 class Client(Protocol):
-    jobs: JobOperations
+    @property
+    def jobs(self) -> JobOperations: ...
 
 
 def ml_client(workspace: WorkspaceRef) -> Client:

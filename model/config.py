@@ -468,7 +468,7 @@ def _model_at(loc: tuple[Any, ...]) -> Any:
 
 def _tag_of(model: Any) -> object:
     field = model.model_fields.get("type")
-    args = getattr(field.annotation, "__args__", ()) if field else ()
+    args: tuple[Any, ...] = getattr(field.annotation, "__args__", ()) if field else ()
     return args[0] if len(args) == 1 and isinstance(args[0], str) else None
 
 

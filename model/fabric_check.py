@@ -46,7 +46,7 @@ def fabric_check_runs(
             # Gb/s per VM -> GB/s, the unit the script reports bus bandwidth in.
             command += f" --min-busbw {round(cluster.sku.ib_gbps_per_vm / 8 * BUSBW_FLOOR)}"
         runs.append(
-            Run(
+            Run.model_validate(dict(
                 name=run_name(cluster),
                 display_name=f"Fabric check: all-reduce bandwidth on {cluster.name}",
                 experiment_name="fabric-checks",
@@ -59,6 +59,6 @@ def fabric_check_runs(
                 distribution={"type": "pytorch"},
                 limits={"timeout": 1800},
                 tags={"generated-by": "aml-gpu-training", "purpose": "fabric-check"},
-            )
+            ))
         )
     return runs

@@ -56,6 +56,8 @@ SOFT_DELETE_DAYS = 14
 ROLE_ASSIGNMENTS_WRITE = "Microsoft.Authorization/roleAssignments/write"
 BLOB_WRITE = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
 SUBNET_JOIN = "Microsoft.Network/virtualNetworks/subnets/join/action"
+ZONE_JOIN = "Microsoft.Network/privateDnsZones/join/action"
+IDENTITY_READ = "Microsoft.ManagedIdentity/userAssignedIdentities/read"
 RESOURCE_GROUP_WRITE = "Microsoft.Resources/subscriptions/resourceGroups/write"
 
 
@@ -148,6 +150,10 @@ def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
     builds = sorted(e.name for e in config.environments if e.build is not None)
     grants = [f"AcrPull and Storage Blob Data Contributor for the identities of clusters {', '.join(identities)}"
               ] if identities else []
+    uai = config.workspace.primary_user_assigned_identity
+    if uai:
+        grants.append("the roles Microsoft documents for the workspace's user-assigned identity on its storage, "
+                      "registry, key vault and Application Insights")
     if builds:
         grants.append("Storage Blob Data Contributor on the build-context container for the deployer itself")
     if grants:
@@ -158,9 +164,14 @@ def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
                         "/blobServices/default/containers/environment-builds",
                         f"upload the build contexts of {', '.join(builds)}; pulumi up grants this data role to the "
                         "deployer before the upload", data=True))
+    if uai:
+        out.append(Need(IDENTITY_READ, uai, "look up the user-assigned identity's principal to grant it its roles"))
     if config.network.subnet_id:
         out.append(Need(SUBNET_JOIN, config.network.subnet_id,
                         "put the clusters and private endpoints into the existing subnet (Network Contributor on it)"))
+    for zone, zone_id in sorted(config.network.private_dns_zone_ids.items()):
+        out.append(Need(ZONE_JOIN, zone_id, f"register the private endpoints' records in the existing {zone} zone "
+                        "(Private DNS Zone Contributor or Network Contributor on it)"))
     return out
 
 
@@ -407,21 +418,33 @@ def check_permissions(ctx: Context) -> list[Check]:
         out.append(Check("permission: build-context upload (data role)", status, detail,
                          "" if status == "OK" else f"grant it Storage Blob Data Contributor on {group}, "
                          "or the right to create role assignments (above)"))
-    if SUBNET_JOIN in required and ctx.config.network.subnet_id:
-        out.append(_check_subnet_join(ctx, ctx.config.network.subnet_id))
+    elsewhere = [n for n in needs(ctx.config, ctx.subscription) if n.action in _ELSEWHERE]
+    out += [_check_elsewhere(ctx, n) for n in elsewhere]
     return out
 
 
-def _check_subnet_join(ctx: Context, subnet_id: str) -> Check:
-    group_scope = "/".join(subnet_id.split("/")[:5])
+_ELSEWHERE = {
+    SUBNET_JOIN: ("join the existing subnet", "ask the network's owner for Network Contributor on {scope}"),
+    ZONE_JOIN: ("join private DNS zone {name}", "ask the zone's owner for Private DNS Zone Contributor on {scope}"),
+    IDENTITY_READ: ("read the user-assigned identity", "ask for Reader (or Managed Identity Operator) on {scope}"),
+}
+"""Permissions needed on resources outside the stack's resource group: (row name, fix)."""
+
+
+def _check_elsewhere(ctx: Context, need: Need) -> Check:
+    """``need.action`` on a resource in another resource group (or subscription): asked of that group."""
+    title, fix = _ELSEWHERE[need.action]
+    name = "permission: " + title.format(name=need.scope.rsplit("/", 1)[-1])
+    group_scope = "/".join(need.scope.split("/")[:5])
     try:
-        permissions = ctx.arm.list(f"{group_scope}/providers/Microsoft.Authorization/permissions", AUTHORIZATION_API)
+        permissions = ctx.once(f"permissions:{group_scope.lower()}", lambda: ctx.arm.list(
+            f"{group_scope}/providers/Microsoft.Authorization/permissions", AUTHORIZATION_API))
     except ArmError as err:
-        return _unknown("permission: join the existing subnet", err, f"your permissions on {group_scope}")
-    granted = _allowed(permissions, SUBNET_JOIN)
-    return Check("permission: join the existing subnet", "OK" if granted else "PROBLEM",
-                 f"{SUBNET_JOIN} on {group_scope} is {'granted' if granted else 'not granted'}",
-                 "" if granted else f"ask the network's owner for Network Contributor on the subnet {subnet_id}")
+        return _unknown(name, err, f"your permissions on {group_scope}")
+    granted = _allowed(permissions, need.action)
+    return Check(name, "OK" if granted else "PROBLEM",
+                 f"{need.action} on {group_scope} is {'granted' if granted else 'not granted'}",
+                 "" if granted else fix.format(scope=need.scope))
 
 
 def check_soft_deleted(ctx: Context) -> list[Check]:
@@ -466,14 +489,24 @@ def _private_zones() -> tuple[str, ...]:
 
 def check_dns_links(ctx: Context) -> list[Check]:
     """``privatelink.*`` zones already linked to an existing network, which the stack would link again."""
+    out: list[Check] = []
+    for zone_name, zone_id in sorted(ctx.private_dns_zone_ids.items()):
+        try:
+            ctx.arm.get(zone_id, PRIVATE_DNS_API)
+        except ArmError as err:
+            if err.status == 404:
+                out.append(Check(f"private DNS zone {zone_name}", "PROBLEM", f"{zone_id} does not exist "
+                                 f"({err.code})", f"fix network.private_dns_zone_ids.{zone_name} or create the zone"))
+            else:
+                out.append(_unknown(f"private DNS zone {zone_name}", err, zone_id))
     subnet_id = ctx.config.network.subnet_id
     if not subnet_id:
-        return [Check("private DNS zones", "OK", "the stack creates its own network: no zone is linked to it yet")]
+        return [*out, Check("private DNS zones", "OK", "the stack creates its own network: no zone is linked to "
+                            "it yet")]
     vnet_id = subnet_id.split("/subnets/")[0]
     subscriptions = dict.fromkeys([vnet_id.split("/")[2], ctx.subscription])
     wanted = set(_private_zones())
     given = {k.lower() for k in ctx.private_dns_zone_ids}
-    out: list[Check] = []
     linked: list[tuple[str, str]] = []
     try:
         for subscription in subscriptions:

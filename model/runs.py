@@ -15,6 +15,7 @@ clusters and environments are resolved by :mod:`jobs.resolve`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -267,5 +268,5 @@ class Run(Model):
         return [(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(self.command)]
 
     def undeclared_placeholders(self) -> list[str]:
-        declared = {"inputs": self.inputs, "outputs": self.outputs}
+        declared: dict[str, Mapping[str, object]] = {"inputs": self.inputs, "outputs": self.outputs}
         return [f"${{{{{kind}.{key}}}}}" for kind, key in self.placeholders() if key not in declared[kind]]

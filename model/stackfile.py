@@ -144,6 +144,11 @@ MAX_DEPTH = 64
 where a document nested 100,000 levels deep crashes the interpreter instead of raising an error."""
 
 
+def _line_of(event: yaml.Event) -> str:
+    """``line N`` of where a YAML event starts (every event the parser emits carries its mark)."""
+    return f"line {event.start_mark.line + 1}" if event.start_mark is not None else "line ?"
+
+
 def _check_bounds(text: str, name: str) -> None:
     """Refuse, before anything is built from it, a document whose expansion exceeds :data:`MAX_NODES` or
     whose nesting exceeds :data:`MAX_DEPTH`, or with an alias inside its own anchor (a cycle).
@@ -167,7 +172,7 @@ def _check_bounds(text: str, name: str) -> None:
                 if len(open_) > MAX_DEPTH:
                     raise ConfigError(
                         f"nested more than {MAX_DEPTH} levels deep (the limit for a stack file)",
-                        file=name, key=f"line {event.start_mark.line + 1}",
+                        file=name, key=_line_of(event),
                     )
             elif isinstance(event, yaml.CollectionEndEvent):
                 anchor, start = open_.pop()
@@ -178,14 +183,14 @@ def _check_bounds(text: str, name: str) -> None:
                     raise ConfigError(
                         f"invalid YAML: alias *{event.anchor} is inside its own anchor &{event.anchor} "
                         "(a value that contains itself)",
-                        file=name, key=f"line {event.start_mark.line + 1}",
+                        file=name, key=_line_of(event),
                     )
-                count += sizes.get(event.anchor, 1)
+                count += sizes.get(event.anchor or "", 1)
             if count > MAX_NODES:
                 raise ConfigError(
                     f"expands to more than {MAX_NODES:,} values (aliases counted in full), the limit for a "
                     "stack file: an alias bomb?",
-                    file=name, key=f"line {event.start_mark.line + 1}",
+                    file=name, key=_line_of(event),
                 )
     except yaml.YAMLError:
         return

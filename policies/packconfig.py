@@ -56,7 +56,8 @@ def _level(value: Any, source: str, key: str) -> Enforcement:
         return "mandatory"
     if value not in ENFORCEMENTS:
         raise ConfigError(f"enforcement level {value!r} is not one of {', '.join(ENFORCEMENTS)}", file=source, key=key)
-    return value
+    level: Enforcement = value
+    return level
 
 
 def _param(rule: Rule, name: str, value: Any, source: str) -> Any:

@@ -80,7 +80,7 @@ def _location(uri: str, line: int, finding: Finding | None = None) -> dict[str, 
     return location
 
 
-def _result(finding: Finding, index: int, uri: str, line_of: Callable[[tuple], int]) -> dict[str, Any]:
+def _result(finding: Finding, index: int, uri: str, line_of: Callable[[tuple[Any, ...]], int]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": finding.rule.id,
         "ruleIndex": index,
@@ -106,7 +106,7 @@ def _result(finding: Finding, index: int, uri: str, line_of: Callable[[tuple], i
     return result
 
 
-def to_sarif(report: Report, stackfile_name: str, line_of: Callable[[tuple], int]) -> dict[str, Any]:
+def to_sarif(report: Report, stackfile_name: str, line_of: Callable[[tuple[Any, ...]], int]) -> dict[str, Any]:
     """The report as a SARIF 2.1.0 log; ``line_of`` maps a stack-file path (a finding's location) to a line."""
     index = {rule.id: i for i, rule in enumerate(report.rules)}
     notifications = [

@@ -32,7 +32,7 @@ def inputs(resource: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def known(value: Any) -> bool:
     """False for a value only the deployment will know."""
-    return value != UNKNOWN
+    return bool(value != UNKNOWN)
 
 
 def is_true(value: Any) -> bool:

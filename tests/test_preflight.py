@@ -29,6 +29,8 @@ ARM = "GET https://management.azure.com"
 DEV_RG = f"/subscriptions/{SUB}/resourceGroups/rg-aml-gpu-dev"
 PROD_RG = f"/subscriptions/{SUB}/resourceGroups/rg-aml-gpu-prod"
 HUB_DNS = f"/subscriptions/{HUB}/resourceGroups/rg-dns-hub/providers/Microsoft.Network/privateDnsZones"
+ZONES = ("privatelink.api.azureml.ms", "privatelink.azurecr.io", "privatelink.blob.core.windows.net",
+         "privatelink.file.core.windows.net", "privatelink.notebooks.azure.net", "privatelink.vaultcore.azure.net")
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +77,13 @@ def prod_routes() -> dict[str, tuple[int, str | dict[str, Any]]]:
         f"{ARM}/subscriptions/{SUB}/providers/Microsoft.Network/privateDnsZones": (200, "private-dns-zones-none.json"),
         f"{ARM}{HUB_DNS}/privatelink.api.azureml.ms/virtualNetworkLinks": (200, "vnet-links-api-hub.json"),
         f"{ARM}{HUB_DNS}/privatelink.blob.core.windows.net/virtualNetworkLinks": (200, "vnet-links-blob-spoke.json"),
+        f"{ARM}/subscriptions/{HUB}/resourceGroups/rg-identity/providers/Microsoft.Authorization/permissions":
+            (200, "permissions-reader.json"),
+        f"{ARM}/subscriptions/{HUB}/resourceGroups/rg-dns-hub/providers/Microsoft.Authorization/permissions":
+            (200, "permissions-reader.json"),
     }
+    for zone in ZONES:
+        routes[f"{ARM}{HUB_DNS}/{zone}"] = (200, "private-dns-zone.json")
     return routes
 
 
@@ -171,11 +179,19 @@ def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflig
     assert found["build-context network path"][2].startswith("add 203.0.113.7/32 to network.operator_ip_ranges")
 
 
-def test_a_linked_zone_given_in_private_dns_zone_ids_is_used(preflight: Run) -> None:
-    code, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=prod_routes())
+def test_hub_zones_in_private_dns_zone_ids_must_exist_and_be_joinable(preflight: Run) -> None:
+    routes = prod_routes()
+    routes[f"{ARM}{HUB_DNS}/privatelink.azurecr.io"] = (404, "private-dns-zone-not-found.json")
+    code, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=routes)
     found = rows(report)
-    assert found["private DNS zone privatelink.api.azureml.ms"][0] == "OK"
-    assert code == 1  # the other problems of prod_routes stay
+    assert found["private DNS zone privatelink.api.azureml.ms"][0] == "OK"  # linked, and given: used
+    assert found["private DNS zone privatelink.azurecr.io"][:2] == (
+        "PROBLEM", f"{HUB_DNS}/privatelink.azurecr.io does not exist (ResourceNotFound)")
+    joins = {n: v for n, v in found.items() if n.startswith("permission: join private DNS zone")}
+    assert len(joins) == 6 and {v[0] for v in joins.values()} == {"PROBLEM"}  # Reader on rg-dns-hub
+    assert "Private DNS Zone Contributor" in joins["permission: join private DNS zone privatelink.azurecr.io"][2]
+    assert found["permission: read the user-assigned identity"][0] == "OK"  # Reader on rg-identity
+    assert code == 1
 
 
 def test_missing_credentials_give_one_line_and_unknown_rows(preflight: Run, capsys: Any) -> None:
@@ -239,7 +255,9 @@ def test_offline_looks_up_no_credentials(preflight: Run) -> None:
     assert actions == ["Microsoft.Resources/subscriptions/resourceGroups/write",
                        "Microsoft.Authorization/roleAssignments/write",
                        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write",
-                       "Microsoft.Network/virtualNetworks/subnets/join/action"]
+                       "Microsoft.ManagedIdentity/userAssignedIdentities/read",
+                       "Microsoft.Network/virtualNetworks/subnets/join/action",
+                       *["Microsoft.Network/privateDnsZones/join/action"] * 6]
 
 
 def test_a_cluster_in_another_region_is_checked_there(preflight: Run, tmp_path: Path) -> None:

@@ -62,7 +62,8 @@ def http_get(url: str) -> Mapping[str, Any]:
     """The live fetch: one GET, JSON body (the API needs no credentials)."""
     request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "amlgpu"})
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # the fixed https host of the API
-        return json.loads(response.read().decode("utf-8"))
+        body: Mapping[str, Any] = json.loads(response.read().decode("utf-8"))
+        return body
 
 
 def pages(region: str, fetch: Fetch) -> Iterator[Mapping[str, Any]]:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from jobs.emulate.contract import EMULATOR_PREFIX
-from jobs.emulate.launcher import ProcessResult, RankFanout
+from jobs.emulate.launcher import ProcessResult, RankFanout, State
 
 INSTALL_HINT = (
     "install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin; macOS: brew install open-mpi; "
@@ -111,7 +111,7 @@ def read_rank_results(status_dir: Path, ranks: int, started_wall: float) -> list
             results.append(ProcessResult(f"rank {rank}", None, "killed", 0.0, float("inf")))
             continue
         code = int(report["exit_code"])
-        state = "stopped" if report.get("signalled") else ("ok" if code == 0 else "failed")
+        state: State = "stopped" if report.get("signalled") else ("ok" if code == 0 else "failed")
         ended = float(report["ended"]) - started_wall
         results.append(ProcessResult(f"rank {rank}", code, state, float(report["wall_s"]), ended))
     return results

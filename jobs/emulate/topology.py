@@ -81,8 +81,9 @@ def local_topology(run: ResolvedRun, *, command: str, launcher: LauncherCall | N
                 "its own workers (\"Duplicate GPU detected\"); set it to 1 and let the launcher start the workers",
                 key="distribution.process_count_per_instance",
             )
-        workers_declared = run.launcher_nproc_per_node
-        if workers_declared is None:
+        if run.launcher_nproc_per_node is not None:
+            workers_declared = run.launcher_nproc_per_node
+        else:
             # Not on the command line (the launcher's default) or only known at run time (one per GPU).
             given = workers_flag_given(command, launcher)
             workers_declared = run.cluster.gpus if given else default_workers(launcher.kind, run.cluster.gpus)

@@ -37,7 +37,7 @@ def parse_size(text: str) -> int:
     match = _SIZE.match(text.strip())
     if match is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size like 8, 64K, 128M or 1G")
-    return int(match.group(1)) * 1024 ** " KMG".index((match.group(2) or " ").upper())
+    return int(match.group(1)) * int(1024 ** " KMG".index((match.group(2) or " ").upper()))
 
 
 def sweep(min_bytes: int, max_bytes: int, factor: int, element_size: int) -> list[int]:
@@ -72,7 +72,7 @@ def measure(size: int, args: argparse.Namespace, env: distenv.Dist) -> tuple[flo
     """(seconds per all-reduce on the slowest rank, wrong elements on any rank) for one size."""
     dtype = DTYPES[args.dtype]
     count = size // torch.tensor([], dtype=dtype).element_size()
-    device: torch.device = env.device  # type: ignore[assignment]
+    device: torch.device = env.device
     buffer = torch.zeros(count, dtype=dtype, device=device)
     for _ in range(args.warmup_iters):
         dist.all_reduce(buffer)
@@ -117,7 +117,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     env = distenv.init(args.init_timeout)
-    where = [None] * env.world_size
+    where: list[tuple[str, str]] = [("", "")] * env.world_size
     dist.all_gather_object(where, (socket.gethostname(), str(env.device)))
     say = print if env.is_main else (lambda *a, **k: None)
     say(f"# all_reduce_perf (torch.distributed {env.backend}): {env.world_size} ranks, {args.dtype}, sum, "

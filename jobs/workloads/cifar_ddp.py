@@ -19,6 +19,7 @@ import pickle
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 import distenv
 import torch
@@ -96,7 +97,8 @@ class Residual(nn.Module):
         self.body = nn.Sequential(conv_bn(channels, channels), conv_bn(channels, channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.body(x)
+        out: torch.Tensor = x + self.body(x)
+        return out
 
 
 def resnet9(width: int, classes: int = 10) -> nn.Module:
@@ -125,17 +127,17 @@ def prepare(images: torch.Tensor, device: torch.device, *, augment: bool) -> tor
     return x
 
 
-def evaluate(model: nn.Module, loader: DataLoader, env: distenv.Dist) -> float:
+def evaluate(model: nn.Module, loader: DataLoader[Any], env: distenv.Dist) -> float:
     """Test accuracy over all ranks' shards."""
     model.eval()
     counts = torch.zeros(2, dtype=torch.float64, device=env.device)  # correct, seen
     with torch.no_grad():
         for images, labels in loader:
-            logits = model(prepare(images, env.device, augment=False))  # type: ignore[arg-type]
+            logits = model(prepare(images, env.device, augment=False))
             counts[0] += (logits.argmax(1).cpu() == labels).sum().item()
             counts[1] += len(labels)
     dist.all_reduce(counts)
-    return (counts[0] / counts[1]).item()
+    return float((counts[0] / counts[1]).item())
 
 
 def train(args: argparse.Namespace, env: distenv.Dist) -> float:
@@ -143,10 +145,12 @@ def train(args: argparse.Namespace, env: distenv.Dist) -> float:
     train_set, test_set = load_cifar(args.data)
     if args.limit:
         train_set = TensorDataset(*(t[: args.limit] for t in train_set.tensors))
-    on_gpu = env.device.type == "cuda"  # type: ignore[attr-defined]
+    on_gpu = env.device.type == "cuda"
     loaders = []
     for dataset, shuffle in ((train_set, True), (test_set, False)):
-        sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle)
+        sampler: DistributedSampler[Any] = DistributedSampler(
+            dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle
+        )
         loaders.append(DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.num_workers,
                                   pin_memory=on_gpu, persistent_workers=args.num_workers > 0,
                                   prefetch_factor=2 if args.num_workers > 0 else None, drop_last=shuffle))
@@ -165,7 +169,7 @@ def train(args: argparse.Namespace, env: distenv.Dist) -> float:
         started = time.perf_counter()
         for images, labels in train_loader:
             with autocast:
-                logits = ddp(prepare(images, env.device, augment=True))  # type: ignore[arg-type]
+                logits = ddp(prepare(images, env.device, augment=True))
                 loss = functional.cross_entropy(logits.float(), labels.to(env.device), label_smoothing=0.1)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

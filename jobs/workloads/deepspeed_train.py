@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import deepspeed
 import torch
@@ -37,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-dir", type=Path, default=Path("outputs/checkpoints"))
     parser.add_argument("--local_rank", type=int, default=-1, help="set by the deepspeed CLI")
     parser = deepspeed.add_config_arguments(parser)  # --deepspeed, --deepspeed_config
-    return parser.parse_args(argv)
+    args: argparse.Namespace = parser.parse_args(argv)
+    return args
 
 
 def synthetic(samples: int, features: int, seed: int = 0) -> TensorDataset:
@@ -55,7 +57,7 @@ def main() -> None:
     model = nn.Sequential(nn.Linear(args.features, args.hidden), nn.GELU(), nn.Linear(args.hidden, args.hidden),
                           nn.GELU(), nn.Linear(args.hidden, 1))
     engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)
+    sampler: DistributedSampler[Any] = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True)
     loader = DataLoader(dataset, batch_size=engine.train_micro_batch_size_per_gpu(), sampler=sampler,
                         num_workers=2, pin_memory=True, drop_last=True)
     dtype = next(engine.module.parameters()).dtype  # bf16 when the config enables it

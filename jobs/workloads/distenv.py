@@ -21,6 +21,10 @@ import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 AZURE_MASTER_PORT = "6105"
 
@@ -59,8 +63,7 @@ class Dist:
     world_size: int
     local_rank: int
     backend: str
-    device: object
-    """A ``torch.device``."""
+    device: torch.device
 
     @property
     def is_main(self) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 from torch.utils.data import Dataset
@@ -33,7 +34,7 @@ class DataArguments:
     width: int = field(default=128, metadata={"help": "GPT-2 embedding size"})
 
 
-class ArithmeticSequences(Dataset):
+class ArithmeticSequences(Dataset[dict[str, torch.Tensor]]):
     """Sequence i: x[t+1] = (x[t] + step_i) mod vocab, from a seeded start and step: next-token learnable."""
 
     def __init__(self, samples: int, length: int, vocab: int, seed: int) -> None:
@@ -51,7 +52,7 @@ class ArithmeticSequences(Dataset):
 
 def argument_parser() -> HfArgumentParser:
     """This script's options plus every ``TrainingArguments`` flag (``--local_rank``, ``--bf16``...)."""
-    return HfArgumentParser((DataArguments, TrainingArguments))
+    return HfArgumentParser(cast(Any, (DataArguments, TrainingArguments)))  # its DataClassType is opaque
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import digits
 import torch
@@ -55,8 +56,9 @@ def main() -> None:
     x_train, y_train, x_test, y_test = digits.load(args.data, args.samples)
     train_set = TensorDataset(torch.from_numpy(x_train).unsqueeze(1), torch.from_numpy(y_train))
     test_set = TensorDataset(torch.from_numpy(x_test).unsqueeze(1), torch.from_numpy(y_test))
-    sampler = DistributedSampler(train_set, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=True)
-    test_sampler = DistributedSampler(test_set, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=False)
+    shard = {"num_replicas": hvd.size(), "rank": hvd.rank()}
+    sampler: DistributedSampler[Any] = DistributedSampler(train_set, shuffle=True, **shard)
+    test_sampler: DistributedSampler[Any] = DistributedSampler(test_set, shuffle=False, **shard)
     on_gpu = device.type == "cuda"
     train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, num_workers=2, pin_memory=on_gpu)
     test_loader = DataLoader(test_set, batch_size=args.batch_size, sampler=test_sampler, pin_memory=on_gpu)

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import digits
 
@@ -45,16 +46,16 @@ def tensorflow_tf_config(raw: str | None) -> str | None:
     return json.dumps({**config, "cluster": cluster}, sort_keys=True)
 
 
-def is_chief(tf_config: Mapping[str, object] | None) -> bool:
+def is_chief(tf_config: Mapping[str, Any] | None) -> bool:
     """The ``chief`` task, or worker 0 when the cluster has no chief (Azure ML's case); alone, a chief too."""
     if not tf_config:
         return True
     task = tf_config.get("task", {})
     cluster = tf_config.get("cluster", {})
-    kind, index = task.get("type"), task.get("index", 0)  # type: ignore[union-attr]
+    kind, index = task.get("type"), task.get("index", 0)
     if kind == "chief":
         return True
-    return kind == "worker" and index == 0 and "chief" not in cluster  # type: ignore[operator]
+    return kind == "worker" and index == 0 and "chief" not in cluster
 
 
 def main() -> None:

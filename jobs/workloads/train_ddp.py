@@ -24,6 +24,7 @@ import contextlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import distenv
 import torch
@@ -93,8 +94,10 @@ def train(args: argparse.Namespace, env: distenv.Dist) -> float:
     """Train; returns the last epoch's mean loss over all ranks."""
     torch.manual_seed(args.seed)  # identical initial weights everywhere (DDP broadcasts rank 0's anyway)
     dataset = synthetic_dataset(args.samples, args.features, args.seed)
-    sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank, shuffle=True, seed=args.seed)
-    on_gpu = env.device.type == "cuda"  # type: ignore[attr-defined]
+    sampler: DistributedSampler[Any] = DistributedSampler(
+        dataset, num_replicas=env.world_size, rank=env.rank, shuffle=True, seed=args.seed
+    )
+    on_gpu = env.device.type == "cuda"
     loader = DataLoader(
         dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.num_workers,
         pin_memory=on_gpu if args.pin_memory is None else args.pin_memory,
@@ -104,7 +107,7 @@ def train(args: argparse.Namespace, env: distenv.Dist) -> float:
     model = build_model(args.features, args.hidden).to(env.device)
     ddp = DistributedDataParallel(model, device_ids=[env.local_rank] if on_gpu else None)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
-    dtype = autocast_dtype(args.precision, env.device)  # type: ignore[arg-type]
+    dtype = autocast_dtype(args.precision, env.device)
 
     checkpoint = args.checkpoint_dir / "checkpoint.pt"
     first_epoch = 0

@@ -33,13 +33,15 @@ def _aml(resource: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The AmlCompute properties, or None for other compute types."""
     if not same(_type(resource), "AmlCompute"):
         return None
-    return get(inputs(resource), "properties.properties", {})
+    props: Mapping[str, Any] = get(inputs(resource), "properties.properties", {})
+    return props
 
 
 def _instance(resource: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if not same(_type(resource), "ComputeInstance"):
         return None
-    return get(inputs(resource), "properties.properties", {})
+    props: Mapping[str, Any] = get(inputs(resource), "properties.properties", {})
+    return props
 
 
 def _minutes(duration: Any) -> float | None:
