@@ -223,7 +223,7 @@ def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOut
         raise UserError(
             f"an offline plan does not know the subscription; set {SUBSCRIPTION_VARIABLE} "
             "(or use the Pulumi CLI's outputs of the deployed stack)",
-            file=outputs.source, key="workspace.subscription_id",
+            file=workspace.source, key="workspace.subscription_id",
         )
     spec = {**run.spec, "name": unique_job_name(job, now), "display_name": run.spec.get("display_name", job)}
     return Submission(run=run, spec=dict(sorted(spec.items())), workspace=workspace)

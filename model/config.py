@@ -434,6 +434,7 @@ def _flow(section: str, key: str, value: Any) -> str:
 
 def _unknown_key(model: str | None, key: str, value: Any, fields: list[str], missing: list[str]) -> tuple[str, str]:
     """The message for an unknown key, and the known key it stands for ("" when none)."""
+    model = model or ""
     if (model, key) in NO_PLACE:
         return f"unknown key {key!r}: {NO_PLACE[model, key]}", ""
     if (model, key) in RENAMED:
@@ -489,7 +490,7 @@ def _union_message(members: list[Mapping[str, Any]], path: KeyPath) -> str:
 
 def _problems_of(err: ValidationError, data: Mapping[str, Any]) -> list[tuple[KeyPath, str]]:
     """Every error pydantic found, in our words, each with its path (below the namespace)."""
-    errors = err.errors(include_url=False)
+    errors: list[Mapping[str, Any]] = list(err.errors(include_url=False))
     plain: list[tuple[KeyPath, tuple[Any, ...], Mapping[str, Any]]] = []
     unions: dict[KeyPath, list[tuple[KeyPath, tuple[Any, ...], Mapping[str, Any]]]] = {}
     for error in errors:
