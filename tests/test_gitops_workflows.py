@@ -247,3 +247,66 @@ def test_the_stack_listing_finds_every_stack_file(workflow: str, tmp_path: Path)
                    env={**os.environ, "GITHUB_OUTPUT": str(output)})
     expected = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml"))
     assert output.read_text() == "stacks=" + str(expected).replace("'", '"').replace(", ", ",") + "\n"
+
+
+STUB_AMLGPU = """#!/bin/sh
+if [ "$2" = "--help" ]; then echo "usage: amlgpu plan [--base DIR_OR_GIT_REF]"; exit 0; fi
+echo "$@" >> "$AMLGPU_LOG"
+exit "${AMLGPU_EXIT:-0}"
+"""
+
+
+@pytest.mark.parametrize(("base_planned", "exit_code"), [(True, "1"), (False, "0")])
+def test_the_plan_step_plans_into_a_clean_folder_against_the_base(
+    tmp_path: Path, base_planned: bool, exit_code: str
+) -> None:
+    """Run the step's script as the runner would, with a stand-in amlgpu that records its arguments."""
+    _, step = _step(_load("pr.yml")["jobs"]["plan"], "Plan offline")
+    work = tmp_path / "work"
+    (work / ".venv" / "bin").mkdir(parents=True)
+    stub = work / ".venv" / "bin" / "amlgpu"
+    stub.write_text(STUB_AMLGPU)
+    stub.chmod(0o755)
+    temp = tmp_path / "runner-temp"
+    stale = temp / "amlgpu" / "plan"
+    stale.mkdir(parents=True)
+    (stale / "policy.md").write_text("left by someone else")
+    if base_planned:
+        (temp / "amlgpu" / "base").mkdir(parents=True)
+        (temp / "amlgpu" / "base" / "resources.json").write_text("[]")
+    env = {**os.environ, "RUNNER_TEMP": str(temp), "STACK": "dev", "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "AMLGPU_LOG": str(tmp_path / "log"), "AMLGPU_EXIT": exit_code}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=work, env=env,
+                   check=True, timeout=30)
+    args = (tmp_path / "log").read_text().split()
+    expected = ["plan", "--stack", "dev", "--out", str(temp / "amlgpu" / "plan")]
+    assert args == expected + (["--base", str(temp / "amlgpu" / "base")] if base_planned else [])
+    assert not stale.exists()  # nothing an earlier step or the branch left can stand in for the verdict
+    assert (tmp_path / "out").read_text() == f"exit-code={exit_code}\n"
+
+
+@pytest.mark.parametrize("stack_in_base", [True, False])
+def test_the_base_step_plans_the_base_with_its_own_code(tmp_path: Path, stack_in_base: bool) -> None:
+    _, step = _step(_load("pr.yml")["jobs"]["plan"], "Plan the base branch")
+    work = tmp_path / "work"
+    (work / ".venv" / "bin").mkdir(parents=True)
+    stub = work / ".venv" / "bin" / "python"
+    stub.write_text('#!/bin/sh\necho "$PWD $PYTHONPATH $*" >> "$AMLGPU_LOG"\n')
+    stub.chmod(0o755)
+    (work / ".amlgpu-base").mkdir()
+    if stack_in_base:
+        (work / ".amlgpu-base" / "Pulumi.dev.yaml").write_text("config: {}\n")
+    temp = tmp_path / "runner-temp"
+    env = {**os.environ, "RUNNER_TEMP": str(temp), "STACK": "dev", "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "AMLGPU_LOG": str(tmp_path / "log")}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=work, env=env,
+                   check=True, timeout=30)
+    assert not (work / ".amlgpu-base").exists()  # the base tree never sits beside the head's plan
+    if stack_in_base:
+        base = work / ".amlgpu-base"
+        assert (tmp_path / "log").read_text().split() == [
+            str(base), str(base), "-m", "amlgpu", "plan", "--stack", "dev", "--out", str(temp / "amlgpu" / "base")]
+        assert (tmp_path / "out").read_text() == "exit-code=0\n"
+    else:
+        assert not (tmp_path / "log").exists()
+        assert (tmp_path / "out").read_text() == "exit-code=missing\n"

@@ -307,6 +307,8 @@ BAD_SCRIPTS = {
         "ScriptRunConfig(source_directory='src', script='train.py', compute_target='gpu-a100',"
         " distributed_job_config=d)\n", 3, "6 does not divide into 4 nodes"),
     "no-run-config": ("import os\nprint(os.getcwd())\n", None, "no ScriptRunConfig"),
+    "spread-arguments": ("from azureml.core import ScriptRunConfig\noptions = {}\nScriptRunConfig(**options)\n", 3,
+                         "write them out as keyword arguments"),
     "in-a-function": ("from azureml.core import ScriptRunConfig\n\ndef build(ws):\n"
                       "    return ScriptRunConfig(source_directory='src', script='train.py')\n", 4,
                       "move the call to the module level"),

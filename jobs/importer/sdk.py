@@ -101,6 +101,9 @@ def read(source: Source, ctx: Context) -> list[Draft]:
     base = slug(source.path.parent.name if stem in _GENERIC_STEMS else stem)
     drafts = []
     for i, call in enumerate([*runs, *commands]):
+        if call.spread:
+            raise ImportInputError(f"{call.name}(...) takes its arguments from *args/**kwargs, known only at run "
+                                   "time: write them out as keyword arguments", file=source.display, line=call.line)
         name = base if len(runs) + len(commands) == 1 else f"{base}-{i + 1}"
         if call.name == "ScriptRunConfig":
             drafts.append(_v1(call, module, source, ctx, name, experiment))

@@ -65,6 +65,8 @@ class Call:
     """The name as imported (``azure.ai.ml.Environment`` vs ``azureml.core.Environment``)."""
     attrs: dict[str, Any] = field(default_factory=dict)
     """Attributes assigned after construction, by dotted path (``docker.base_image``)."""
+    spread: bool = False
+    """Arguments passed as ``*args`` / ``**kwargs``: which parameter gets which value is known only at run time."""
 
     def arg(self, position: int, keyword: str, default: Any = None) -> Any:
         """The argument given by keyword or at ``position`` (Python's own binding), else ``default``."""
@@ -393,7 +395,9 @@ class _Evaluator:
                 kwargs[f"**{ast.unparse(keyword.value)}"] = self.unknown(keyword.value)
             else:
                 kwargs[keyword.arg] = self.expr(keyword.value)
-        call = Call(name=name, line=node.lineno, args=args, kwargs=kwargs, qualified=self.qualified(node.func) or name)
+        spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+        call = Call(name=name, line=node.lineno, args=args, kwargs=kwargs, qualified=self.qualified(node.func) or name,
+                    spread=spread)
         self.calls.append(call)
         return call
 
