@@ -2,4 +2,22 @@
 
 Commands, the offline plan (a mock engine), artifacts and reports. The stack model it works on is
 the :mod:`model` package; nothing below this package imports it.
+
+Started as ``amlgpu`` (the console script, or ``python -m amlgpu``), the package takes over Ctrl-C
+before anything else is imported (:mod:`amlgpu.interrupts`).
 """
+
+import sys as _sys
+
+
+def _started_as_the_cli(argv: list[str]) -> bool:
+    """Whether the interpreter's own command line runs the ``amlgpu`` console script or ``-m amlgpu``."""
+    if len(argv) > 1 and argv[1].replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".exe") == "amlgpu":
+        return True
+    return any(arg == "-m" and argv[i + 1:i + 2] == ["amlgpu"] for i, arg in enumerate(argv))
+
+
+if _started_as_the_cli(list(getattr(_sys, "orig_argv", []))):
+    from amlgpu import interrupts as _interrupts
+
+    _interrupts.install()

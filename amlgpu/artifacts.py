@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from amlgpu.interrupts import cleanup_on_interrupt
 from model.errors import UserError
 
 OutputLayout = Mapping[str, str | None]
@@ -113,7 +114,7 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     """Yield an empty staging folder; on success it replaces ``target`` whole, on failure it vanishes."""
     target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _terminate_as_interrupt():
+    with cleanup_on_interrupt(), _terminate_as_interrupt():
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
         # mkdtemp makes the folder private (0700); the output gets the permissions mkdir would give it.
         umask = os.umask(0)

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
+        bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)
+        if bad is not None:  # no shell can pass one, but a caller of main() can: no path may hold it
+            raise UserError(f"argument {bad!r} holds a NUL byte")
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as err:
@@ -104,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``amlgpu`` console script: :func:`main`, then exit with its code."""
+    from amlgpu import interrupts
+
+    interrupts.install()  # done already when the package saw it was started as amlgpu; harmless again
     try:
         code = main()
         sys.stdout.flush()

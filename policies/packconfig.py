@@ -126,6 +126,8 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read policy pack config: {err}", file=str(path)) from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"not valid JSON: {err.msg}", file=path.name, key=f"line {err.lineno}") from None
+    except RecursionError:  # [[[[...]]]] deeper than the interpreter's stack
+        raise ConfigError("nested too deeply to be a pack config", file=path.name) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object of rule id -> settings", file=path.name)
     resolve(data, source=path.name)  # fail now, naming the file, rather than at evaluation

@@ -6,8 +6,10 @@ Planning runs the real program under the mock engine (`amlgpu.plan.run_program`)
 from __future__ import annotations
 
 import copy
+import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,26 @@ def copy_project_folders(folder: Path) -> None:
     for name in PROJECT_FOLDERS:
         if not (folder / name).exists():
             shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_folders_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every temporary folder the code under test makes (``run-local``'s ``amlgpu-run-local-*`` work
+    folders, in-process or in a child process) lands in one folder of the session, removed at its end:
+    the suite leaves nothing in the machine's /tmp."""
+    folder = tmp_path_factory.mktemp("tmpdir")
+    previous = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # recomputed from TMPDIR on next use
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous
+        tempfile.tempdir = None
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -130,3 +130,58 @@ def test_the_status_line_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
     piped = io.StringIO()  # not a TTY: no status line, so logs stay clean
     LocalProcessLauncher(out=io.StringIO(), err=piped).launch(plan)
     assert piped.getvalue() == ""
+
+
+# A worker the way torchrun starts one: in a session of its own (torch.distributed.elastic's
+# start_new_session=True), outside its launcher's process group, and deaf to SIGTERM.
+DETACHED_WORKER = """
+import os, signal, subprocess, sys, time
+worker = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"],
+    start_new_session=True)
+with open(sys.argv[1] + ".tmp", "w") as handle:
+    handle.write(str(worker.pid))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+{then}
+"""
+
+AWAIT_FILE = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.02)\n{then}"
+
+
+def _detached(tmp_path: Path, then: str) -> tuple[ProcessSpec, Path]:
+    pid_file = tmp_path / "worker.pid"
+    spec = ProcessSpec("launcher", (sys.executable, "-c", DETACHED_WORKER.format(then=then), str(pid_file)),
+                       dict(os.environ))
+    return spec, pid_file
+
+
+def _waiter(pid_file: Path, then: str) -> ProcessSpec:
+    return ProcessSpec("rank 1", (sys.executable, "-c", AWAIT_FILE.format(then=then), str(pid_file)),
+                       dict(os.environ))
+
+
+LEFTOVER_CASES = [
+    # (case, what the launcher does after starting its worker, what the other process does, outcome)
+    ("another rank fails", "time.sleep(120)", "sys.exit(3)", {}, "failed"),
+    ("the run times out", "time.sleep(120)", "time.sleep(120)", {"timeout_s": 2.0}, "timeout"),
+    ("the launcher exits at once, leaving its worker", "sys.exit(0)", "sys.exit(0)", {}, "ok"),
+    ("the launcher ignores SIGTERM too", "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)",
+     "sys.exit(3)", {}, "failed"),
+]
+
+
+@pytest.mark.parametrize(("case", "launcher_then", "other_then", "plan", "outcome"), LEFTOVER_CASES,
+                         ids=[c[0] for c in LEFTOVER_CASES])
+def test_no_process_of_the_run_survives_it_even_in_a_session_of_its_own(
+    tmp_path: Path, case: str, launcher_then: str, other_then: str, plan: dict[str, float], outcome: str
+) -> None:
+    """Before: the worker survived every case (killpg on the launcher's group never reached it)."""
+    spec, pid_file = _detached(tmp_path, launcher_then)
+    result, _ = launch(tmp_path, spec, _waiter(pid_file, other_then), grace_s=1.0, **plan)
+    worker = int(pid_file.read_text())
+    try:
+        assert result.outcome == outcome
+        assert gone(worker), f"worker {worker} outlived the run"
+    finally:
+        if not gone(worker):
+            os.kill(worker, signal.SIGKILL)

@@ -276,3 +276,12 @@ def test_plan_says_which_links_it_left_out(tmp_path: Path, capsys: pytest.Captur
 
 def test_the_shipped_code_folder_has_no_link_leading_outside() -> None:
     assert code_scan.outside_links(ROOT / "jobs" / "workloads") == ()
+
+
+def test_run_local_snapshots_leave_out_links_leading_outside(code_with_links: Path, tmp_path: Path) -> None:
+    from jobs.emulate.snapshot import copy_code
+
+    copied = copy_code(code_with_links, tmp_path / "snapshot")
+    names = sorted(p.relative_to(tmp_path / "snapshot").as_posix() for p in (tmp_path / "snapshot").rglob("*"))
+    assert names == ["alias.py", "pkg", "pkg/model.py", "train.py"]
+    assert copied == 3

@@ -104,6 +104,15 @@ def _say(line: str = "") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from amlgpu.interrupts import cleanup_on_interrupt
+
+    # A Ctrl-C while the snapshot is copied removes the work folder; while processes run, the launcher
+    # stops them all (SIGTERM, then SIGKILL after the grace period).
+    with cleanup_on_interrupt():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from jobs.emulate.errors import EmulationError
     from jobs.emulate.local import LocalProcessLauncher
     from jobs.emulate.prepare import Request, prepare

@@ -51,4 +51,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         return submit.dry_run(submission, root=stack.root)
-    return submit.submit(submission, root=stack.root, client=submit.ml_client(submission.workspace))
+    from amlgpu.interrupts import cleanup_on_interrupt
+
+    with cleanup_on_interrupt():  # a Ctrl-C during the upload still removes the copy of the code folder
+        return submit.submit(submission, root=stack.root, client=submit.ml_client(submission.workspace))

@@ -1,9 +1,10 @@
 """Running a launch plan as local processes: labelled output, fail-fast, timeout, Ctrl-C.
 
-Each process starts in a session of its own, so stopping it reaches everything it started (DataLoader
-workers, torchrun's workers) by signalling its process group, and a Ctrl-C in the terminal reaches
-only this supervisor, which then stops the run in order: SIGTERM to every group, SIGKILL to what is
-left after the plan's grace period. A second Ctrl-C skips the grace period.
+Each process starts in a session of its own, so a Ctrl-C in the terminal reaches only this supervisor,
+which then stops the run in order: SIGTERM to every process group of the run, SIGKILL to what is left
+after the plan's grace period. A second Ctrl-C skips the grace period. Process groups are not enough:
+torchrun starts each worker in a session of its own, so the supervisor also follows the process tree
+(:class:`_Descendants`) and stops every process it saw the run start, wherever it went.
 
 Output lines are read as they come and written as ``[label] line``; on a terminal a status line
 (processes running / exited, elapsed time) is kept at the bottom of stderr.
@@ -12,6 +13,7 @@ Output lines are read as they come and written as ``[label] line``; on a termina
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -19,6 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
 
@@ -36,11 +39,146 @@ from jobs.emulate.launcher import (
 
 EXIT_TERMINATED = 128 + signal.SIGTERM
 STATUS_INTERVAL_S = 0.25
+PROC = Path("/proc")
 
 
 def _signal_group(group: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the whole group is gone already
         os.killpg(group, sig)
+
+
+Identity = tuple[int, int]
+"""A process as (pid, start time in clock ticks since boot): a pid reused by an unrelated process later
+has another start time, so it is never signalled by mistake."""
+
+
+def _process_table(*, zombies: bool = False) -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, process group, start time) of every process (Linux ``/proc``; empty elsewhere);
+    zombies (ended, not yet reaped) only when asked for."""
+    table: dict[int, tuple[int, int, int]] = {}
+    if not PROC.is_dir():
+        return table
+    for entry in os.scandir(PROC):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"{entry.path}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # exited meanwhile
+        # The command name (field 2) may hold spaces and parentheses: the fields follow the last ')'.
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if fields[0] in (b"Z", b"X") and not zombies:
+            continue  # a zombie runs nothing
+        table[int(entry.name)] = (int(fields[1]), int(fields[2]), int(fields[19]))
+    return table
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def _subreaper(on: bool) -> bool:
+    """Make this process the one orphans of its descendants are re-parented to (Linux ``prctl``), or stop
+    being it; True when it is one after the call. Elsewhere, or when refused: False, nothing changed."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
+            return False
+        state = ctypes.c_int(0)
+        libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(state), 0, 0, 0)
+        return bool(state.value)
+    except (OSError, AttributeError):
+        return False
+
+
+def _is_subreaper() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        state = ctypes.c_int(0)
+        return libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(state), 0, 0, 0) == 0 and bool(state.value)
+    except (OSError, AttributeError):
+        return False
+
+
+class _Descendants:
+    """Every process the run's processes started, seen while their parents were alive.
+
+    A process group does not hold them all: torchrun starts each worker in a session of its own
+    (``start_new_session=True`` in torch.distributed.elastic), so ``killpg`` on torchrun's group misses
+    the workers, and once torchrun is gone they are orphans of PID 1 that nothing links to the run. So
+    the supervisor looks at the process tree (every status interval, and again right before it stops
+    anything) and remembers who it saw; stopping then reaches every one of them still running, and
+    their process groups."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, Identity] = {}
+        """pid -> identity of every descendant seen, whatever its group."""
+        self.adopted: set[int] = set()
+        """Orphans re-parented to the supervisor (a subreaper): its to reap once they end."""
+        self._earlier_children = {pid for pid, (parent, _, _) in _process_table().items() if parent == os.getpid()}
+        self._was_subreaper = _is_subreaper()
+        # Orphans of the run (a worker whose torchrun exited at once) then come to the supervisor, where
+        # look() finds them, instead of to PID 1, where nothing links them to the run.
+        self.subreaper = self._was_subreaper or _subreaper(True)
+
+    def close(self) -> None:
+        """Reap the adopted orphans (SIGKILLed by then) and stop being a subreaper if this made us one."""
+        deadline = time.monotonic() + 5
+        me = os.getpid()
+        # Orphans that ended before anyone saw them are this process's zombies now: reap them too.
+        late = {pid for pid, (parent, _, _) in _process_table(zombies=True).items() if parent == me}
+        late -= set(_process_table())  # only those that ended: a running child is not ours to wait for
+        pending = self.adopted | (late - self._earlier_children if self.subreaper else set())
+        while pending and time.monotonic() < deadline:
+            for pid in list(pending):
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid
+                if done:
+                    pending.discard(pid)
+            if pending:
+                time.sleep(0.01)
+        if self.subreaper and not self._was_subreaper:
+            _subreaper(False)
+
+    def look(self, roots: list[int]) -> None:
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _, _) in table.items():
+            children.setdefault(parent, []).append(pid)
+        if self.subreaper:
+            me = os.getpid()
+            orphans = {pid for pid, (parent, _, _) in table.items() if parent == me} - self._earlier_children
+            orphans -= set(roots)
+            self.adopted |= orphans
+            roots = [*roots, *orphans]
+        pending = [pid for pid in roots if pid in table]
+        while pending:
+            pid = pending.pop()
+            self.seen[pid] = (pid, table[pid][2])
+            pending.extend(children.get(pid, ()))
+
+    def alive(self) -> dict[int, int]:
+        """The seen processes still running as themselves (not a reused pid): pid -> its process group now."""
+        table = _process_table()
+        return {pid: table[pid][1] for pid, (_, started) in self.seen.items()
+                if pid in table and table[pid][2] == started}
+
+    def signal(self, sig: int) -> None:
+        """``sig`` to every process group a seen process still leads or belongs to (so processes started
+        since the last look get it too), then to every seen process still running."""
+        alive = self.alive()
+        for group in sorted(set(alive.values()) - {os.getpgrp()}):  # never the supervisor's own group
+            _signal_group(group, sig)
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
 
 class _StopRequests:
@@ -149,17 +287,22 @@ class LocalProcessLauncher:
         started = time.monotonic()
         started_wall = time.time()
         live: list[_Live] = []
+        tree = _Descendants()
         with _StopRequests() as requests:
             try:
                 for spec in plan.processes:
                     live.append(self._start(spec, plan, console))
-                outcome, failure, stop_code = self._supervise(plan, live, console, started, started_wall, requests)
+                outcome, failure, stop_code = self._supervise(
+                    plan, live, console, started, started_wall, requests, tree
+                )
             finally:
+                tree.look([proc.popen.pid for proc in live])
                 for proc in live:
                     if proc.popen.poll() is None:
                         proc.signal_group(signal.SIGKILL)
                         proc.popen.wait()
-                self._sweep(live)
+                self._sweep(live, tree)
+                tree.close()
                 console.close()
         return self._result(live, outcome, failure, stop_code, started, started_wall)
 
@@ -176,7 +319,7 @@ class LocalProcessLauncher:
 
     def _supervise(
         self, plan: LaunchPlan, live: list[_Live], console: _Console, started: float, started_wall: float,
-        requests: _StopRequests,
+        requests: _StopRequests, tree: _Descendants,
     ) -> tuple[Outcome, _Live | None, int | None]:
         """Wait for every process; returns the outcome, the first failure and the exit code a
         stop request (timeout, Ctrl-C, SIGTERM) sets."""
@@ -196,18 +339,18 @@ class LocalProcessLauncher:
             failed = next((p for p in ended if p.code != 0 and p.signalled is None), None)
             if failed is not None and outcome == "ok":
                 failure, outcome = failed, "failed"
-                kill_at = self._stop(live, plan)
+                kill_at = self._stop(live, plan, tree)
             if len(requests.signals) > handled:
                 if outcome != "ok":
                     kill_at = now  # asked while already stopping: no more grace
                 else:
                     outcome = "interrupted"
                     stop_code = EXIT_INTERRUPTED if requests.signals[handled] == signal.SIGINT else EXIT_TERMINATED
-                    kill_at = self._stop(live, plan)
+                    kill_at = self._stop(live, plan, tree)
                 handled = len(requests.signals)
             if outcome == "ok" and plan.timeout_s is not None and now - started > plan.timeout_s:
                 outcome, stop_code = "timeout", EXIT_TIMEOUT
-                kill_at = self._stop(live, plan)
+                kill_at = self._stop(live, plan, tree)
             if outcome == "ok":
                 self._stop_services_when_done(live)
             if kill_at is not None and now >= kill_at:
@@ -215,21 +358,26 @@ class LocalProcessLauncher:
                     if proc.ended is None:
                         proc.signalled = signal.SIGKILL
                         proc.signal_group(signal.SIGKILL)
+                tree.signal(signal.SIGKILL)
                 kill_at = None
             if all(proc.ended is not None for proc in live):
                 return outcome, failure, stop_code
-            if console.status_enabled and now >= next_status:
+            if now >= next_status:
                 next_status = now + STATUS_INTERVAL_S
+                tree.look([proc.popen.pid for proc in live if proc.ended is None])
                 console.set_status(self._status(live, now - started, started_wall, stopping=outcome != "ok"))
             time.sleep(self.poll_s)
 
     @staticmethod
-    def _stop(live: list[_Live], plan: LaunchPlan) -> float:
-        """SIGTERM every running process group; returns when to SIGKILL what is left."""
+    def _stop(live: list[_Live], plan: LaunchPlan, tree: _Descendants) -> float:
+        """SIGTERM every running process group, and every group their descendants lead (seen now, while
+        the tree is whole); returns when to SIGKILL what is left."""
+        tree.look([proc.popen.pid for proc in live if proc.ended is None])
         for proc in live:
             if proc.ended is None:
                 proc.signalled = signal.SIGTERM
                 proc.signal_group(signal.SIGTERM)
+        tree.signal(signal.SIGTERM)
         return time.monotonic() + plan.grace_s
 
     @staticmethod
@@ -261,8 +409,10 @@ class LocalProcessLauncher:
         return text + (" - stopping" if stopping else "")
 
     @staticmethod
-    def _sweep(live: list[_Live]) -> None:
-        """Kill whatever a finished process left behind in its group, then drain the output."""
+    def _sweep(live: list[_Live], tree: _Descendants) -> None:
+        """Kill whatever a finished process left behind, in its group or anywhere its descendants went,
+        then drain the output."""
+        tree.signal(signal.SIGKILL)
         for proc in live:
             proc.signal_group(signal.SIGKILL)
             if proc.spec.fanout is not None:

@@ -3,7 +3,8 @@
 Usage (built by :func:`jobs.emulate.mpi.mpirun_argv`): ``python -m jobs.emulate.mpi_rank SHELL -c COMMAND``.
 
 Sets the node-local view of Open MPI's variables for the emulated node this rank belongs to (see
-:func:`jobs.emulate.contract.mpi_rank_env`) and the node's GPUs, runs the command, and records the
+:func:`jobs.emulate.contract.mpi_rank_env`) and the node's GPUs, puts the stand-in interpreter's folder
+first on PATH again (mpirun puts its own prefix there), runs the command, and records the
 exit status in ``<status dir>/<rank>.json``. Each line the command prints (stdout and stderr) is
 written back whole, marked with the rank (:data:`jobs.emulate.mpi.RANK_MARK`). Signals from mpirun
 are passed on to the command, so a rank torn down by mpirun is reported as stopped, not failed.
@@ -34,6 +35,10 @@ def main(argv: list[str]) -> int:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(EMULATOR_PREFIX)}
     env.update(mpi_rank_env(rank=rank, nodes=nodes, procs_per_node=per_node))
+    # mpirun puts its own prefix first on PATH (Open MPI's --prefix, or a build configured with
+    # --enable-mpirun-prefix-by-default), so `python` in the command would be that prefix's interpreter,
+    # without the packages of the one standing in for the run's environment: put ours first again.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     node_gpus = gpus[rank // per_node]
     if node_gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = node_gpus

@@ -87,9 +87,11 @@ def is_ignored(relative: str, *, is_dir: bool, patterns: list[_Pattern]) -> bool
 
 def copy_code(code: Path, destination: Path) -> int:
     """Copy ``code`` to ``destination`` (which must not exist) without the ignored entries; returns
-    the number of files copied. Symlinks are copied as links, as the upload would record them."""
+    the number of files copied. Symlinks are copied as links, as the upload would record them, except
+    those that lead outside ``code``: like ``amlgpu submit``, the snapshot leaves them out."""
     patterns = read_patterns(code)
     copied = 0
+    top = code.resolve()
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         nonlocal copied
@@ -98,7 +100,10 @@ def copy_code(code: Path, destination: Path) -> int:
         for name in names:
             relative = name if base == "." else f"{base}/{name}"
             is_dir = os.path.isdir(os.path.join(folder, name)) and not os.path.islink(os.path.join(folder, name))
-            if is_ignored(relative, is_dir=is_dir, patterns=patterns):
+            path = Path(folder, name)
+            if is_ignored(relative, is_dir=is_dir, patterns=patterns) or (
+                path.is_symlink() and not path.resolve().is_relative_to(top)
+            ):
                 skipped.add(name)
             elif not is_dir:
                 copied += 1

@@ -1,0 +1,77 @@
+"""Ctrl-C at any moment: exit 130 with one line, no traceback, nothing half-written.
+
+A ``KeyboardInterrupt`` raised wherever the signal lands is not enough: it can land inside a library's
+import (pulumi_azure_native imports its modules lazily) or in code that catches ``BaseException``, which
+leaves a module half-initialised; the plan then died later with ``module ... has no attribute ...``,
+a traceback and exit 1 ("a mandatory policy failed"). So the console script handles SIGINT itself:
+
+* outside a cleanup section, nothing needs undoing (a plan writes nothing before its output folder is
+  staged): the process says ``interrupted`` and leaves at once with 130, whatever it was doing;
+* inside :func:`cleanup_on_interrupt` (an output folder being staged, run-local's work folder), the
+  signal raises ``KeyboardInterrupt`` once, so the section's ``finally`` undoes what it started; a second
+  Ctrl-C while that runs is ignored, so the cleanup completes.
+
+:func:`install` is called by the package's ``__init__`` when the process was started as ``amlgpu`` (the
+console script or ``python -m amlgpu``), before anything else is imported; a program that imports the
+package as a library (the test suite) keeps Python's own handling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import NoReturn
+
+EXIT_INTERRUPTED = 130
+
+_sections = 0
+_unwinding = False
+
+
+def install() -> None:
+    """Handle SIGINT as described above (main thread only; elsewhere Python's handling stays).
+
+    SIGINT is also unblocked: a Ctrl-C sent before this ran (while the interpreter started) and held
+    blocked by a parent is delivered now, to this handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, _on_interrupt)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    global _unwinding
+    if _sections:
+        if _unwinding:
+            return  # a second Ctrl-C while a cleanup runs: let it finish
+        _unwinding = True
+        raise KeyboardInterrupt
+    leave()
+
+
+def leave() -> NoReturn:
+    """Flush what was printed, say ``interrupted`` on stderr and exit 130 now (no atexit, no thread joins:
+    the Pulumi runtime's worker threads may wait forever on futures that will never resolve)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a print the signal interrupted: its buffer may be busy
+            stream.flush()
+    with contextlib.suppress(OSError):
+        os.write(2, b"interrupted\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+@contextlib.contextmanager
+def cleanup_on_interrupt() -> Iterator[None]:
+    """Within this block a Ctrl-C raises ``KeyboardInterrupt`` (once) instead of ending the process, so
+    the block's own ``finally``/``except`` can undo what it started."""
+    global _sections
+    _sections += 1
+    try:
+        yield
+    finally:
+        _sections -= 1
