@@ -11,32 +11,65 @@ import argparse
 import importlib
 import keyword
 import os
+import re
 import sys
 from typing import NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
+COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
 _EPILOG = """\
 start here:
+  amlgpu init --stack mine                  write Pulumi.mine.yaml, a commented stack that plans clean
   amlgpu doctor                             what this machine can do, and what to install
-  amlgpu plan --stack dev                   plan Pulumi.dev.yaml offline, with the policy verdict
-  amlgpu preflight --stack dev              what would stop the first pulumi up (quota, permissions...)
-  amlgpu run-local ddp-train --stack dev    run a declared run here, as Azure ML would start it
-  amlgpu submit ddp-train --stack dev       send it to the deployed workspace
+  amlgpu plan --stack mine                  plan Pulumi.mine.yaml offline, with the policy verdict
+  amlgpu preflight --stack mine             what would stop the first pulumi up (quota, permissions...)
+  amlgpu run-local ddp-train --stack mine   run a declared run here, as Azure ML would start it
+  amlgpu submit ddp-train --stack mine      send it to the deployed workspace
   amlgpu COMMAND --help                     a command's options
 
 exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.
 docs: docs/quickstart.md"""
 
 
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`<]+?)(?:\s*<[^>]*>)?`")
+
+
+def plain(text: str) -> str:
+    """Docstring reStructuredText as terminal text: ``x`` -> x, :mod:`a.b` -> a.b, :class:`~a.B` -> B."""
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return text.replace("``", "").replace("\\ ", "")
+
+
 class _Parser(argparse.ArgumentParser):
+    """argparse with our exit code for usage errors and help without docstring markup."""
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
+    def format_usage(self) -> str:
+        return plain(super().format_usage())
+
     def error(self, message: str) -> NoReturn:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject's when run from a checkout that is not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("aml-gpu-training")
+    except metadata.PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"amlgpu {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
@@ -64,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(err.report(), file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -76,7 +110,14 @@ def console_main() -> None:
     from amlgpu import interrupts
 
     interrupts.install()  # done already when the package saw it was started as amlgpu; harmless again
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `amlgpu policy list | head`: the reader left; that is not an error worth a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
     if code == 130:
         # An interrupted plan can leave the Pulumi runtime's worker threads waiting on futures that will
         # never resolve, and the interpreter would wait for them at exit (the process hung on Ctrl-C).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from amlgpu.plan import PlannedResource
@@ -49,6 +50,36 @@ def _line(resource: PlannedResource) -> str:
     return label + (f"  [{', '.join(flags)}]" if flags else "")
 
 
+def azure_resource_count(resources: list[dict[str, Any]]) -> int:
+    """Resources Azure would hold: the program's own component resources (``aml-gpu-training:*``) left out.
+    The text and the JSON summary both count this way."""
+    return sum(1 for r in resources if not r["type"].startswith("aml-gpu-training:"))
+
+
+def _one_line(text: str) -> str:
+    """The first sentence of ``text``, on one line."""
+    flat = " ".join(text.split())
+    end = flat.find(". ")
+    return flat if end < 0 else flat[: end + 1]
+
+
+def findings_text(report: Any, file: str, line_of: Callable[[tuple[str | int, ...]], int]) -> list[str]:
+    """Each open mandatory finding as ``file:line  rule-id  [severity]  subject: message`` with its fix below
+    (as ruff, Checkov and tflint print theirs), then the advisory count; empty when nothing mandatory failed."""
+    mandatory = [f for f in report.findings if not f.waived and f.enforcement == "mandatory"]
+    if not mandatory:
+        return []
+    lines = []
+    for finding in mandatory:
+        lines.append(f"{file}:{line_of(finding.location)}  {finding.rule.id}  [{finding.rule.severity}]  "
+                     f"{finding.subject}: {' '.join(finding.message.split())}")
+        lines.append(f"    fix: {_one_line(finding.rule.remediation)}")
+    n, advisory = len(mandatory), report.advisory_failures
+    lines.append(f"{n} mandatory failure{'s' if n != 1 else ''} (exit 1); {advisory} advisory warning"
+                 f"{'s' if advisory != 1 else ''} and the full report in policy.md.")
+    return lines
+
+
 def plan_tree(result: Any, out: str) -> str:
     resources: list[dict[str, Any]] = result.resources
     children: dict[str | None, list[PlannedResource]] = defaultdict(list)
@@ -85,13 +116,16 @@ def plan_tree(result: Any, out: str) -> str:
             lines += [f"    added by the project: {note}" for note in run.defaults]
     report = result.report
     protected = sum(1 for r in resources if r.get("options", {}).get("protect"))
-    custom = sum(1 for r in resources if not r["type"].startswith("aml-gpu-training:"))
+    custom = azure_resource_count(resources)
     lines += [
         "",
         f"{custom} Azure resources to create ({protected} protected from deletion), {len(result.runs)} run(s).",
         f"Policy: {report.mandatory_failures} mandatory failure(s), {report.advisory_failures} advisory warning(s), "
-        f"{report.waived} waived." + ("" if not report.mandatory_failures else "  See policy.md."),
+        f"{report.waived} waived.",
         f"Wrote {out}/: resources.json, outputs.json, policy.sarif, policy.md"
         + (f", jobs/*.yml ({len(result.job_files)})" if result.job_files else ""),
     ]
+    failures = findings_text(report, result.stack.file.display, result.stack.file.line_of)
+    if failures:
+        lines += ["", "Mandatory policy failures:", *failures]
     return "\n".join(lines)

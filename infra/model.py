@@ -25,6 +25,7 @@ from pydantic import (
 
 from infra import capabilities, naming, skus
 from infra.azure import PRIVATE_DNS_ZONES
+from infra.enums import AnyCase, CamelOrSnakeCase, SnakeOrPascalCase
 from infra.paths import files_inside
 
 _ZONE_ID = re.compile(
@@ -49,7 +50,9 @@ class UserAssignedIdentity(Model):
 class Identity(Model):
     """Managed identity, as in CLI v2: ``type`` plus ``user_assigned_identities``."""
 
-    type: Literal["system_assigned", "user_assigned", "system_assigned,user_assigned"] = "system_assigned"
+    type: Annotated[
+        Literal["system_assigned", "user_assigned", "system_assigned,user_assigned"], CamelOrSnakeCase
+    ] = "system_assigned"
     user_assigned_identities: list[UserAssignedIdentity] = []
 
     @model_validator(mode="after")
@@ -91,7 +94,7 @@ class Workspace(Model):
     """Defaults to ``rg-<workspace name>``."""
     sku: Literal["Basic", "Standard", "Premium"] = "Basic"
     description: str | None = None
-    public_network_access: Literal["Disabled", "Enabled"] = "Disabled"
+    public_network_access: Annotated[Literal["Disabled", "Enabled"], SnakeOrPascalCase] = "Disabled"
     identity: Identity = Identity()
     primary_user_assigned_identity: str | None = None
     high_business_impact: StrictBool = False
@@ -252,7 +255,7 @@ class Cluster(Model):
     size: str
     min_instances: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = 0
     max_instances: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
-    tier: Literal["dedicated", "low_priority"] = "dedicated"
+    tier: Annotated[Literal["dedicated", "low_priority"], AnyCase] = "dedicated"
     idle_time_before_scale_down: Annotated[StrictInt, Field(ge=0)] = 900
     enable_node_public_ip: StrictBool = False
     ssh_public_access_enabled: StrictBool = False

@@ -11,13 +11,20 @@ write a file that does not say what the job holds:
   ``wasbs://`` and ``abfss://`` URLs with ``azureml:``, which turns them into asset names.
 * empty mappings it adds (``parameters: {}``, ``properties: {}``) are left out, as in the spec.
 
+The files carry no ``name``: a job name can be used once per workspace, and a file that could be
+submitted only once is a trap (``amlgpu submit`` names each submission ``<run>-<timestamp>``).
+
 azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`build_job`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +43,33 @@ _RENDERED_KEYS = frozenset({
 })
 
 
+EXPERIMENTAL_LOGGER = "azure.ai.ml._utils._experimental"
+"""Where azure-ai-ml logs "Class QueueSettings: This is an experimental class..." on the first use of each
+such class: a notice for SDK users, not for someone planning a stack, and nothing they can act on."""
+
+
+@contextlib.contextmanager
+def quiet_azure_ai_ml() -> Iterator[None]:
+    """azure-ai-ml without its notices: the experimental-class log line, and the marshmallow 4 deprecation
+    warnings its own schemas raise (shown under ``python -W default`` or ``-X dev``). Errors still surface."""
+    logging.getLogger(EXPERIMENTAL_LOGGER).setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        try:
+            from marshmallow.warnings import Marshmallow4Warning
+        except ImportError:  # marshmallow 4 raises none of them
+            pass
+        else:
+            warnings.simplefilter("ignore", Marshmallow4Warning)
+        yield
+
+
 def build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
     """The azure-ai-ml ``CommandJob`` for a resolved spec, ``code`` taken relative to ``root``."""
+    with quiet_azure_ai_ml():
+        return _build_job(spec, root=root)
+
+
+def _build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
     from azure.ai.ml import Input, MpiDistribution, Output, PyTorchDistribution, TensorFlowDistribution, command
     from azure.ai.ml.entities import (
         AmlTokenConfiguration,
@@ -150,9 +182,17 @@ def _command_job_schema() -> Any:
     return CommandJobSchema(context={BASE_PATH_CONTEXT_KEY: "./"})
 
 
-def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
-    """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above."""
-    document: dict[str, Any] = _plain(_command_job_schema().dump(build_job(spec, root=root)))
+def job_document(
+    spec: dict[str, Any], *, code_relative_to: Path, root: Path, with_name: bool = False
+) -> dict[str, Any]:
+    """What :func:`job_yaml` writes, as data: the built job's serialisation with the corrections above.
+
+    ``name`` is left out unless ``with_name``: Azure ML job names are unique in a workspace forever, so a
+    file carrying one could be submitted once only (``az ml job create -f`` then generates a name, and
+    ``amlgpu submit`` gives each submission its own)."""
+    job = build_job(spec, root=root)
+    with quiet_azure_ai_ml():
+        document: dict[str, Any] = _plain(_command_job_schema().dump(job))
     # abspath, not resolve(): a symlinked code folder stays where the project says it is.
     if spec.get("code") is not None:
         document["code"] = _relative(root / spec["code"], code_relative_to)
@@ -162,6 +202,8 @@ def job_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) ->
     for name, declared in (spec.get("inputs") or {}).items():
         if isinstance(declared, dict) and "path" in declared:
             document["inputs"][name]["path"] = declared["path"]
+    if not with_name:
+        document.pop("name", None)
     return document
 
 
@@ -169,12 +211,13 @@ def _relative(path: Path, start: Path) -> str:
     return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(start))).as_posix()
 
 
-def job_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> str:
-    """The CLI v2 command job file for ``spec``, to be written in the folder ``code_relative_to``.
+def job_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path, with_name: bool = False) -> str:
+    """The CLI v2 command job file for ``spec``, to be written in the folder ``code_relative_to`` (without
+    ``name`` unless ``with_name``: see :func:`job_document`).
 
     Byte-identical for the same input: keys sorted, no timestamps, no machine-specific paths.
     """
-    document = job_document(spec, code_relative_to=code_relative_to, root=root)
+    document = job_document(spec, code_relative_to=code_relative_to, root=root, with_name=with_name)
     body = yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
                      allow_unicode=True)
     return SCHEMA_COMMENT + body

@@ -105,8 +105,12 @@ def pulumi_outputs(stack: str, root: Path, *, run: Runner = subprocess.run) -> S
     executable = shutil.which("pulumi")
     if executable is None:
         return None
-    done = run([executable, "stack", "output", "--json", "--stack", stack], cwd=root,
-               capture_output=True, text=True, timeout=120, check=False)
+    try:
+        done = run([executable, "stack", "output", "--json", "--stack", stack], cwd=root,
+                   capture_output=True, text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        raise UserError("pulumi stack output gave no answer in 120 s (offline, or a backend that does not "
+                        "answer)", file=f"Pulumi.{stack}.yaml") from None
     if done.returncode != 0:
         reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise UserError(f"pulumi stack output failed: {reason[0]}", file=f"Pulumi.{stack}.yaml")
@@ -132,6 +136,21 @@ def stack_outputs(stack: str, root: Path, plan_dir: Path | None, *, run: Runner 
             file=f"build/{stack}/outputs.json",
         )
     return found
+
+
+def dry_run_outputs(stack: str, root: Path, plan_dir: Path | None, *, run: Runner = subprocess.run,
+                    err: TextIO | None = None) -> StackOutputs | None:
+    """The outputs a dry run shows, offline included: as :func:`stack_outputs`, but a Pulumi CLI that fails
+    (not logged in, no network) is a note, not an error, and with no outputs anywhere the workspace comes
+    from the stack file (None)."""
+    if plan_dir is not None:
+        return stack_outputs(stack, root, plan_dir, run=run)
+    try:
+        found = pulumi_outputs(stack, root, run=run)
+    except UserError as failure:
+        print(f"note: {failure.message}; showing the offline plan's workspace instead", file=err or sys.stderr)
+        found = None
+    return found or plan_outputs(root / "build" / stack)
 
 
 def workspace_of(outputs: StackOutputs, environ: Mapping[str, str] = os.environ) -> WorkspaceRef:
@@ -164,9 +183,13 @@ def unique_job_name(run_name: str, now: datetime | None = None) -> str:
     return f"{run_name}-{(now or datetime.now(UTC)).strftime('%Y%m%d-%H%M%S')}"
 
 
-def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOutputs, root: Path,
-            environ: Mapping[str, str] = os.environ, now: datetime | None = None) -> Submission:
-    """Everything a submission needs, checked; raises :class:`UserError` (exit 2) for what would go wrong."""
+def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOutputs | None, root: Path,
+            environ: Mapping[str, str] = os.environ, now: datetime | None = None, dry_run: bool = False) -> Submission:
+    """Everything a submission needs, checked; raises :class:`UserError` (exit 2) for what would go wrong.
+
+    ``outputs`` None (a dry run before any plan): the workspace's names come from the stack file. A dry run
+    without a subscription id shows :data:`OFFLINE_SUBSCRIPTION` as a placeholder instead of refusing.
+    """
     declared = {r.name: r for r in config.jobs}
     if job not in declared:
         names = ", ".join(sorted(declared)) or "none declared"
@@ -179,19 +202,28 @@ def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOut
             f"({', '.join(run.code_findings)}); Azure ML would upload them to the workspace. Remove them.",
             file=stack_file, key=f"{key}.code",
         )
-    exported = outputs.values.get("jobs")
-    if isinstance(exported, dict) and _ints(exported.get(job)) != run.spec:
+    exported = outputs.values.get("jobs") if outputs is not None else None
+    if outputs is not None and isinstance(exported, dict) and _ints(exported.get(job)) != run.spec:
         state = "is not in" if job not in exported else "changed since"
         raise UserError(
             f"run {job!r} {state} {outputs.source}: plan (or `pulumi up`) the stack again so the policy "
             "pack checks what is submitted", file=stack_file, key=key,
         )
-    workspace = workspace_of(outputs, environ)
-    if workspace.subscription_id == OFFLINE_SUBSCRIPTION:
+    if outputs is not None:
+        workspace = workspace_of(outputs, environ)
+    else:
+        workspace = WorkspaceRef(environ.get(SUBSCRIPTION_VARIABLE) or OFFLINE_SUBSCRIPTION,
+                                 config.workspace.resource_group_name, config.workspace.name, stack_file)
+    if workspace.subscription_id == OFFLINE_SUBSCRIPTION and dry_run:
+        workspace = WorkspaceRef(
+            workspace.subscription_id, workspace.resource_group, workspace.name,
+            f"{workspace.source} (a placeholder subscription: set {SUBSCRIPTION_VARIABLE} to submit)",
+        )
+    elif workspace.subscription_id == OFFLINE_SUBSCRIPTION:
         raise UserError(
             f"an offline plan does not know the subscription; set {SUBSCRIPTION_VARIABLE} "
             "(or use the Pulumi CLI's outputs of the deployed stack)",
-            file=outputs.source, key="workspace.subscription_id",
+            file=workspace.source, key="workspace.subscription_id",
         )
     spec = {**run.spec, "name": unique_job_name(job, now), "display_name": run.spec.get("display_name", job)}
     return Submission(run=run, spec=dict(sorted(spec.items())), workspace=workspace)
@@ -225,7 +257,7 @@ def dry_run(submission: Submission, *, root: Path, out: TextIO | None = None) ->
     links = code_scan.outside_links(root / submission.spec["code"])
     if links:
         print(f"# not uploaded (symbolic links leading outside the code folder): {', '.join(links)}", file=out)
-    print(job_yaml(submission.spec, code_relative_to=Path.cwd(), root=root), end="", file=out)
+    print(job_yaml(submission.spec, code_relative_to=Path.cwd(), root=root, with_name=True), end="", file=out)
     return EXIT_OK
 
 
@@ -266,8 +298,8 @@ def submit(submission: Submission, *, root: Path, client: Client, out: TextIO | 
     except HttpResponseError as err:
         raise UserError(f"Azure refused the job: {_first_line(err)}", file=submission.workspace.source) from None
     print(f"submitted {created.name} to {submission.workspace.describe()}", file=out)
-    if getattr(created, "studio_url", None):
-        print(f"studio: {created.studio_url}", file=out)
+    print(f"studio: {getattr(created, 'studio_url', None) or 'no link returned (find the job by its name)'}",
+          file=out, flush=True)
     try:
         client.jobs.stream(created.name)
     except JobException as err:  # azure-ai-ml raises when the job fails; its status says how

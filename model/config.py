@@ -13,12 +13,13 @@ so a stack that validates can always be planned. Whether a run *fits* its cluste
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from pydantic_core import PydanticCustomError
 from infra.model import Cluster, Environment, Network, Workspace
 from infra.paths import resolve_inside
 from model import NAMESPACE
-from model.errors import ConfigError
+from model.errors import ConfigError, Problem
 from model.fabric_check import fabric_check_runs
 from model.runs import FILE_PREFIX, InlineEnvironment, Run
 from model.stackfile import SECRET_PLACEHOLDER, StackFile
@@ -58,9 +59,21 @@ SAME_SUBSCRIPTION: Mapping[str, str] = {
 """Resource ids the workspace's own subscription must hold, and why (the rule Azure documents)."""
 
 
-def _reference_error(key: str, message: str) -> PydanticCustomError:
-    """A stack-level error that names the exact key (pydantic's loc would only name the stack)."""
-    return PydanticCustomError("stack_reference", "{key}: {message}", {"key": key, "message": message})
+class _References:
+    """The stack-level problems found by :class:`StackConfig`'s cross-reference check, all of them."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[tuple[str | int, ...], str]] = []
+
+    def add(self, path: tuple[str | int, ...], message: str) -> None:
+        self.found.append((path, message))
+
+    def raise_any(self) -> None:
+        if self.found:
+            # One error carrying every problem (pydantic would stop at the first raised).
+            raise PydanticCustomError("stack_reference", "{summary}", {
+                "summary": "; ".join(message for _, message in self.found), "problems": tuple(self.found)
+            })
 
 
 class StackConfig(BaseModel):
@@ -79,48 +92,53 @@ class StackConfig(BaseModel):
     waivers: list[Waiver] = []
 
     @model_validator(mode="after")
-    def _unique_names(self) -> StackConfig:
+    def _references(self, info: ValidationInfo) -> StackConfig:
+        found = _References()
+        self._unique_names(found)
+        self._runs_reference_the_stack(found, Path((info.context or {}).get("root", ".")))
+        found.raise_any()
+        return self
+
+    def _unique_names(self, found: _References) -> None:
         for section in ("clusters", "environments", "jobs"):
             seen: set[str] = set()
             for i, item in enumerate(getattr(self, section)):
                 # Azure treats these names case-insensitively.
                 if item.name.lower() in seen:
-                    raise _reference_error(f"{section}[{i}].name", f"duplicate name {item.name!r}")
+                    found.add((section, i, "name"), f"duplicate name {item.name!r}")
                 seen.add(item.name.lower())
         builder = self.workspace.image_build_compute.name.lower()
         if self.workspace.public_network_access == "Disabled":
             for i, cluster in enumerate(self.clusters):
                 if cluster.name.lower() == builder:
-                    raise _reference_error(
-                        f"clusters[{i}].name",
+                    found.add(
+                        ("clusters", i, "name"),
                         f"{cluster.name!r} is the image-build cluster's name; "
                         "rename the cluster or set workspace.image_build_compute.name",
                     )
-        return self
 
-    @model_validator(mode="after")
-    def _runs_reference_the_stack(self, info: ValidationInfo) -> StackConfig:
-        root = Path((info.context or {}).get("root", "."))
-        _paths_stay_inside(self, root)
+    def _runs_reference_the_stack(self, found: _References, root: Path) -> None:
+        if _paths_outside(self, root, found):
+            return  # nothing outside the project is looked at, not even whether it exists
         for i, env in enumerate(self.environments):
             if env.build is not None and not (root / env.build.path / env.build.dockerfile_path).is_file():
-                raise _reference_error(
-                    f"environments[{i}].build",
+                found.add(
+                    ("environments", i, "build"),
                     f"environment {env.name!r}: no {env.build.dockerfile_path} in build folder {env.build.path!r}",
                 )
             if env.conda_file is not None and not (root / env.conda_file).is_file():
-                raise _reference_error(
-                    f"environments[{i}].conda_file", f"environment {env.name!r}: file {env.conda_file!r} not found"
+                found.add(
+                    ("environments", i, "conda_file"), f"environment {env.name!r}: file {env.conda_file!r} not found"
                 )
-        object.__setattr__(self, "environments", [e.with_content_version(root) for e in self.environments])
+        with contextlib.suppress(OSError):  # a file the version is derived from is missing: reported above
+            object.__setattr__(self, "environments", [e.with_content_version(root) for e in self.environments])
         clusters = {c.name: c for c in self.clusters}
         environments = {e.name: e for e in self.environments}
         jobs = list(self.jobs)
         for i, run in enumerate(self.jobs):
-            where = f"jobs[{i}]"
             if run.compute not in clusters:
-                raise _reference_error(
-                    f"{where}.compute",
+                found.add(
+                    ("jobs", i, "compute"),
                     f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}",
                 )
             env = run.environment
@@ -128,28 +146,27 @@ class StackConfig(BaseModel):
                 try:
                     jobs[i] = run.model_copy(update={"environment": environment_file(env, root)})
                 except ValueError as err:
-                    raise _reference_error(f"{where}.environment", f"run {run.name!r}: {err}") from None
+                    found.add(("jobs", i, "environment"), f"run {run.name!r}: {err}")
             elif isinstance(env, str) and not env.startswith("azureml:") and env not in environments:
-                raise _reference_error(
-                    f"{where}.environment",
+                found.add(
+                    ("jobs", i, "environment"),
                     f"run {run.name!r}: unknown environment {env!r}"
                     f"{_hint(env, environments)} (or give a full azureml: reference, file: or an inline environment)",
                 )
             elif isinstance(env, InlineEnvironment):
                 problem = _inline_files_missing(env, root)
                 if problem:
-                    raise _reference_error(f"{where}.environment", f"run {run.name!r}: {problem}")
+                    found.add(("jobs", i, "environment"), f"run {run.name!r}: {problem}")
             missing = run.undeclared_placeholders()
             if missing:
-                raise _reference_error(
-                    f"{where}.command", f"run {run.name!r}: {', '.join(missing)} has no declared input/output"
+                found.add(
+                    ("jobs", i, "command"), f"run {run.name!r}: {', '.join(missing)} has no declared input/output"
                 )
             if run.code is not None and not (root / run.code).is_dir():
-                raise _reference_error(
-                    f"{where}.code", f"run {run.name!r}: folder {run.code!r} does not exist under the project root"
+                found.add(
+                    ("jobs", i, "code"), f"run {run.name!r}: folder {run.code!r} does not exist under the project root"
                 )
         object.__setattr__(self, "jobs", jobs)
-        return self
 
     @model_validator(mode="after")
     def _with_fabric_checks(self, info: ValidationInfo) -> StackConfig:
@@ -164,7 +181,9 @@ class StackConfig(BaseModel):
     def _one_subscription(self) -> StackConfig:
         mismatch = self.subscription_mismatch(self.subscription_id)
         if mismatch:
-            raise _reference_error(*mismatch)
+            found = _References()
+            found.add(tuple(mismatch[0].split(".")), mismatch[1])
+            found.raise_any()
         return self
 
     def subscription_references(self) -> list[tuple[str, str]]:
@@ -261,29 +280,30 @@ def _posix(path: Path) -> str:
     return os.path.normpath(path.as_posix()).replace(os.sep, "/")
 
 
-def _paths_stay_inside(config: StackConfig, root: Path) -> None:
+def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
     """Every path the stack names leads, symbolic links followed, inside the project root: the stack file
-    is untrusted input (fork pull requests are planned), and what these paths name is read and uploaded."""
-    named: list[tuple[str, str]] = []
+    is untrusted input (fork pull requests are planned), and what these paths name is read and uploaded.
+    Adds a problem for each path that does not; True when there was one."""
+    named: list[tuple[tuple[str | int, ...], str]] = []
     for i, env in enumerate(config.environments):
         if env.build is not None:
-            named.append((f"environments[{i}].build.path", env.build.path))
-            named.append((f"environments[{i}].build.dockerfile_path", f"{env.build.path}/{env.build.dockerfile_path}"))
+            named.append((("environments", i, "build", "path"), env.build.path))
+            named.append((("environments", i, "build", "dockerfile_path"),
+                          f"{env.build.path}/{env.build.dockerfile_path}"))
         if env.conda_file is not None:
-            named.append((f"environments[{i}].conda_file", env.conda_file))
-    named += [(f"jobs[{i}].code", run.code) for i, run in enumerate(config.jobs) if run.code is not None]
+            named.append((("environments", i, "conda_file"), env.conda_file))
+    named += [(("jobs", i, "code"), run.code) for i, run in enumerate(config.jobs) if run.code is not None]
     for i, run in enumerate(config.jobs):
         env = run.environment
         if isinstance(env, InlineEnvironment) and env.build is not None:
-            named.append((f"jobs[{i}].environment.build.path", env.build.path))
+            named.append((("jobs", i, "environment", "build", "path"), env.build.path))
         if isinstance(env, InlineEnvironment) and env.conda_file is not None:
-            named.append((f"jobs[{i}].environment.conda_file", env.conda_file))
-    for key, path in named:
-        if resolve_inside(root, path) is None:
-            raise _reference_error(
-                key, f"{path!r} leads outside the project root (symbolic links followed); "
-                "name a file or folder inside the project"
-            )
+            named.append((("jobs", i, "environment", "conda_file"), env.conda_file))
+    outside = [(key, path) for key, path in named if resolve_inside(root, path) is None]
+    for key, path in outside:
+        found.add(key, f"{path!r} leads outside the project root (symbolic links followed); "
+                       "name a file or folder inside the project")
+    return bool(outside)
 
 
 def _hint(value: str, known: Mapping[str, object]) -> str:
@@ -295,6 +315,65 @@ def _hint(value: str, known: Mapping[str, object]) -> str:
 
 _FIELDS = tuple(name for name in StackConfig.model_fields if name not in ("location", "subscription_id"))
 
+KeyPath = tuple[str | int, ...]
+"""A path into the stack file: the config key (``aml-gpu-training:clusters``), then keys and list indexes."""
+Locate = Callable[[KeyPath], tuple[int, int]]
+"""``(line, column)`` of a path in the stack file, (0, 0) when unknown."""
+
+# ------------------------------------------------------------------------------------------ secrets
+
+RUN_SECRET_MESSAGE = (
+    "an encrypted (secure:) value cannot go into a run: Azure ML keeps a job's command, inputs and "
+    "environment variables in its definition, readable by everyone with access to the workspace, and the "
+    "plan, the job files and `amlgpu submit` cannot carry a value they cannot decrypt. Keep the secret in "
+    "the workspace key vault and read it at run time with the job's identity"
+)
+"""Why a run may hold no secret (the policy pack's run-secrets-in-environment-variables has the same reason)."""
+RUN_SECRET_REASON = RUN_SECRET_MESSAGE.removeprefix("an encrypted (secure:) value cannot go into a run: ")
+
+NOT_A_SECRET = {
+    "workspace": "workspace settings end up as resource properties and tags, readable by anyone with Reader "
+    "access to the resource group (tags also in cost exports), so a secret there is not secret",
+    "clusters": "cluster settings and tags are readable by anyone with Reader access to the workspace, "
+    "so a secret there is not secret",
+}
+"""Why the rest of the stack model holds no secret either. Names, ids, sizes and counts are not secrets;
+credentials belong in the provider's own settings (e.g. azure-native:clientSecret) or in the key vault."""
+
+
+def _secret_path(value: Any, path: KeyPath) -> KeyPath | None:
+    """The path of the first encrypted value inside ``value`` (``jobs, 0, environment_variables, X``)."""
+    if value == SECRET_PLACEHOLDER:
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        found = _secret_path(inner, (*path, key))
+        if found:
+            return found
+    return None
+
+
+_PRIVATE_KEYS = frozenset({"environment_variables", "inputs", "tags", "properties", "ssh_public_keys", "command"})
+"""Keys whose values (at any depth) are never quoted back: they are where people paste tokens."""
+_CREDENTIAL_LIKE = re.compile(
+    r"[A-Za-z0-9+=_-]{32,}|-----BEGIN|AccountKey=|(^|[?&])sig=|\b(gh[pousr]_|hf_|sk-|xox[bp]-|AKIA)[A-Za-z0-9]"
+)
+
+
+def _shown(value: Any, path: KeyPath) -> str:
+    """``value`` as an error message may quote it: containers described, likely secrets withheld."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, str) and (
+        any(part in _PRIVATE_KEYS for part in path if isinstance(part, str)) or _CREDENTIAL_LIKE.search(value)
+    ):
+        return "a value not shown here: it may be a secret"
+    return json.dumps(value, default=str)[:80]
+
+
+# ------------------------------------------------------------------------------------------ pydantic's errors
 
 _UNION_TAGS = {"str", "int", "float", "bool", "pytorch", "mpi", "tensorflow"}
 
@@ -322,109 +401,157 @@ def _model_names() -> frozenset[str]:
     return frozenset(seen)
 
 
-def _format_loc(loc: tuple[Any, ...]) -> str:
-    out = ""
+def _clean(loc: tuple[Any, ...]) -> tuple[KeyPath, KeyPath | None]:
+    """``loc`` without union tags, and the path at which the first union was (None: no union)."""
+    out: list[str | int] = []
+    union_at: KeyPath | None = None
     previous: object = None
     for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not _is_tag(part, previous):
-            out += f".{part}" if out else part
+        if _is_tag(part, previous):
+            if union_at is None:
+                union_at = tuple(out)
+        else:
+            out.append(part)
         previous = part
+    return tuple(out), union_at
+
+
+def key_text(path: KeyPath) -> str:
+    """``aml-gpu-training:jobs[0].limits.timeout`` for ``("aml-gpu-training:jobs", 0, "limits", "timeout")``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
     return out
 
 
-def _raise_first(err: ValidationError, file: str, data: Mapping[str, Any]) -> None:
-    errors = err.errors(include_url=False)
-    first = errors[0]
-    loc = tuple(first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    key_loc = _format_loc(loc)
-    deeper = [e for e in errors if _format_loc(tuple(e["loc"])).startswith(key_loc + ".")]
-    if deeper and any(_is_tag(p, None) for p in loc):
-        # A union where the structured member got further: its error is the one the user needs.
-        return _raise_first(ValidationError.from_exception_data(err.title, [_line(deeper[0])]), file, data)
-    union = [e for e in errors if _format_loc(tuple(e["loc"])) == key_loc and e is not first]
-    if union and any(_is_tag(p, None) for p in loc):
-        # Every member of a union failed: say what the value may be, not why the first member failed.
-        message = f"invalid value {json.dumps(first.get('input'), default=str)[:80]}: " + "; ".join(
-            dict.fromkeys(e["msg"] for e in [first, *union])
-        )
-    elif first["type"] == "extra_forbidden" and loc:
-        parent_fields = _fields_at(loc[:-1])
-        message = f"unknown key {loc[-1]!r}{_hint(str(loc[-1]), dict.fromkeys(parent_fields)) if parent_fields else ''}"
-    elif first["type"] == "missing":
-        message = "required key is missing"
-    elif "input" in first and first["type"] not in ("value_error", "assertion_error"):
-        message = f"{message} (got {json.dumps(first['input'], default=str)[:80]})"
-    if first.get("input") == SECRET_PLACEHOLDER:
-        message = ("the value is encrypted (secure:) and the offline plan cannot decrypt it to check it; "
-                   "it is not a secret: set it in plain text")
-    if loc and loc[0] == "location":
-        raise ConfigError(f"no region: set {LOCATION_KEY} or workspace.location", file=file, key=LOCATION_KEY)
-    if first["type"] == "stack_reference":
-        ctx = first.get("ctx", {})
-        raise ConfigError(ctx["message"], file=file, key=f"{NAMESPACE}:{ctx['key']}")
-    key = f"{NAMESPACE}:{key_loc}" if loc else NAMESPACE
-    raise ConfigError(message, file=file, key=key)
-
-
-RUN_SECRET_MESSAGE = (
-    "an encrypted (secure:) value cannot go into a run: Azure ML keeps a job's command, inputs and "
-    "environment variables in its definition, readable by everyone with access to the workspace, and the "
-    "plan, the job files and `amlgpu submit` cannot carry a value they cannot decrypt. Keep the secret in "
-    "the workspace key vault and read it at run time with the job's identity"
-)
-"""Why a run may hold no secret (the policy pack's run-secrets-in-environment-variables has the same reason)."""
-
-NOT_A_SECRET = {
-    "workspace": "workspace settings end up as resource properties and tags, readable by anyone with Reader "
-    "access to the resource group (tags also in cost exports), so a secret there is not secret",
-    "clusters": "cluster settings and tags are readable by anyone with Reader access to the workspace, "
-    "so a secret there is not secret",
+_NOUNS = {
+    "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
+    "float_type": "a number", "float_parsing": "a number", "string_type": "a string",
+    "bool_type": "true or false", "bool_parsing": "true or false", "dict_type": "a mapping (key: value)",
+    "model_type": "a mapping (key: value)", "model_attributes_type": "a mapping (key: value)",
+    "list_type": "a list (- item)", "date_type": "a date (YYYY-MM-DD)", "date_parsing": "a date (YYYY-MM-DD)",
+    "date_from_datetime_parsing": "a date (YYYY-MM-DD)", "date_from_datetime_inexact": "a date (YYYY-MM-DD)",
 }
-"""Why the rest of the stack model holds no secret either. Names, ids, sizes and counts are not secrets;
-credentials belong in the provider's own settings (e.g. azure-native:clientSecret) or in the key vault."""
+"""What a value of the wrong type should have been, by pydantic error type."""
+
+_BOUNDS = {
+    "greater_than_equal": ("ge", "must be at least {}"), "greater_than": ("gt", "must be more than {}"),
+    "less_than_equal": ("le", "must be at most {}"), "less_than": ("lt", "must be less than {}"),
+    "too_short": ("min_length", "needs at least {} item(s)"), "too_long": ("max_length", "takes at most {} item(s)"),
+    "string_too_short": ("min_length", "needs at least {} character(s)"),
+    "string_too_long": ("max_length", "takes at most {} character(s)"),
+}
 
 
+def _translate(error: Mapping[str, Any], path: KeyPath) -> str:
+    """Our words for one pydantic error: what is wrong, what is allowed, and the value given (when it may be shown)."""
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    got = f" (got {_shown(error['input'], path)})" if "input" in error else ""
+    if error.get("input") == SECRET_PLACEHOLDER:
+        return ("the value is encrypted (secure:) and the offline plan cannot decrypt it to check it; "
+                "it is not a secret: set it in plain text")
+    if kind == "missing":
+        return "required key is missing"
+    if kind in ("value_error", "assertion_error"):
+        return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind in _NOUNS:
+        return f"expected {_NOUNS[kind]}{got}"
+    if kind in _BOUNDS:
+        name, text = _BOUNDS[kind]
+        return text.format(ctx.get(name)) + got
+    if kind == "string_pattern_mismatch":
+        return f"does not have the expected form (pattern {ctx.get('pattern')}){got}"
+    if kind in ("literal_error", "enum"):
+        return f"must be {ctx.get('expected')}{got}"
+    if kind == "union_tag_invalid":
+        return f"type must be one of {ctx.get('expected_tags')} (got {_shown(ctx.get('tag'), path)})"
+    if kind == "union_tag_not_found":
+        return f"needs a {ctx.get('discriminator')} key"
+    return f"{error['msg']}{got}"
 
-def _secret_path(value: Any, path: str) -> str | None:
-    """The config path of the first encrypted value inside ``value`` (``jobs[0].environment_variables.X``)."""
-    if value == SECRET_PLACEHOLDER:
-        return path
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, inner in items:
-        found = _secret_path(inner, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
-        if found:
-            return found
-    return None
+
+# ------------------------------------------------------------------------------------------ misplaced keys
+
+_RUN_SECTIONS = {"Run": "", "Resources": "resources", "Limits": "limits", "QueueSettings": "queue_settings",
+                 "PyTorchDistribution": "distribution", "MpiDistribution": "distribution",
+                 "TensorFlowDistribution": "distribution"}
+"""The run model's sections by model name, as the stack file names them ("" for the run itself)."""
+
+RUN_KEYS: dict[str, str] = {
+    "timeout": "limits", "instance_count": "resources", "shm_size": "resources", "docker_args": "resources",
+    "process_count_per_instance": "distribution", "worker_count": "distribution",
+    "parameter_server_count": "distribution", "job_tier": "queue_settings", "priority": "queue_settings",
+}
+"""Azure ML CLI v2 command-job keys and the section of the run they belong in (a key written one level
+off, a common paste from another file, is told where it goes)."""
+
+RENAMED: dict[tuple[str, str], str] = {
+    ("StackConfig", "runs"): "jobs", ("StackConfig", "compute"): "clusters", ("StackConfig", "computes"): "clusters",
+    ("Cluster", "vm_size"): "size", ("Cluster", "instance_type"): "size", ("Cluster", "min_nodes"): "min_instances",
+    ("Cluster", "max_nodes"): "max_instances", ("Cluster", "min_node_count"): "min_instances",
+    ("Cluster", "max_node_count"): "max_instances", ("Cluster", "vm_priority"): "tier",
+    ("Resources", "node_count"): "instance_count", ("Run", "environment_vars"): "environment_variables",
+    ("Run", "env"): "environment_variables",
+}
+"""Names from other vocabularies (ARM, az ml compute flags, SDK arguments) and this file's name for them."""
+
+NO_PLACE: dict[tuple[str, str], str] = {
+    ("Run", "type"): "every declared run is an Azure ML command job (`type: command` is implied): remove it",
+    ("Run", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: remove it",
+    ("Cluster", "type"): "every cluster is an AmlCompute cluster (`type: amlcompute` is implied): remove it",
+    ("StackConfig", "location"): f"the region is set with {LOCATION_KEY} (or workspace.location), "
+                                 f"not {NAMESPACE}:location",
+    ("StackConfig", "subscription_id"): f"the subscription is set with {SUBSCRIPTION_KEY} (pulumi config set "
+                                        f"{SUBSCRIPTION_KEY} <id>)",
+}
+"""Keys that have no place in the stack model, and why."""
 
 
-def _line(error: Any) -> Any:
-    return {k: error[k] for k in ("type", "loc", "input", "ctx") if k in error}
+def _flow(section: str, key: str, value: Any) -> str:
+    shown = json.dumps(value) if isinstance(value, (int, float, str, bool)) and len(json.dumps(value)) < 40 else "..."
+    return f"{section}: {{{key}: {shown}}}"
 
 
-def _fields_at(loc: tuple[Any, ...]) -> list[str]:
-    """Field names of the model found at ``loc`` (for did-you-mean hints on unknown keys)."""
+def _unknown_key(model: str | None, key: str, value: Any, fields: list[str], missing: list[str]) -> tuple[str, str]:
+    """The message for an unknown key, and the known key it stands for ("" when none)."""
+    model = model or ""
+    if (model, key) in NO_PLACE:
+        return f"unknown key {key!r}: {NO_PLACE[model, key]}", ""
+    if (model, key) in RENAMED:
+        name = RENAMED[model, key]
+        return f"unknown key {key!r}: this stack file calls it {name!r}", name
+    section = RUN_KEYS.get(key)
+    if model in _RUN_SECTIONS and section and section != _RUN_SECTIONS[model]:
+        return (f"{key!r} belongs in the run's {section!r}, not here: write {_flow(section, key, value)} "
+                "(at the level of command and compute)"), ""
+    close = difflib.get_close_matches(key, missing, n=1, cutoff=0.5) or difflib.get_close_matches(key, fields, n=1)
+    if close:
+        return f"unknown key {key!r}; did you mean {close[0]!r}?", close[0]
+    return f"unknown key {key!r}; known keys here: {', '.join(fields)}" if fields else f"unknown key {key!r}", ""
+
+
+def _model_at(loc: tuple[Any, ...]) -> Any:
+    """The model class found at ``loc`` (None when it is not one model: a dict, or an untagged union)."""
     candidates: list[Any] = [StackConfig]
     for part in loc:
         if isinstance(part, int) or not candidates:
             continue
-        by_tag = [m for m in candidates if _tag_of(m) == part]
-        if by_tag:  # a discriminated union's member
+        by_tag = [m for m in candidates if _tag_of(m) == part or m.__name__ == part]
+        if by_tag:  # a union's member, by discriminator or by class name
             candidates = by_tag
             continue
         field = next((m.model_fields[part] for m in candidates if part in m.model_fields), None)
         if field is None:
             continue  # a dict key (inputs.x) or a union tag pydantic added
         candidates = _models_in(field.annotation)
-    return list(candidates[0].model_fields) if len(candidates) == 1 else []
+    return candidates[0] if len(candidates) == 1 else None
 
 
 def _tag_of(model: Any) -> object:
     field = model.model_fields.get("type")
     args: tuple[Any, ...] = getattr(field.annotation, "__args__", ()) if field else ()
-    return args[0] if len(args) == 1 else None
+    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
 
 
 def _models_in(annotation: Any) -> list[Any]:
@@ -433,44 +560,128 @@ def _models_in(annotation: Any) -> list[Any]:
     return [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
 
 
+def _union_message(members: list[Mapping[str, Any]], path: KeyPath) -> str:
+    """Every member of a union refused the value: say what the value may be."""
+    nouns = [_NOUNS.get(e["type"]) for e in members]
+    got = f" (got {_shown(members[0]['input'], path)})" if "input" in members[0] else ""
+    if all(nouns):
+        return f"expected {' or '.join(dict.fromkeys(n for n in nouns if n))}{got}"
+    return "; ".join(dict.fromkeys(_translate(e, path) for e in members))
+
+
+def _problems_of(err: ValidationError, data: Mapping[str, Any]) -> list[tuple[KeyPath, str]]:
+    """Every error pydantic found, in our words, each with its path (below the namespace)."""
+    errors: list[Mapping[str, Any]] = list(err.errors(include_url=False))
+    plain: list[tuple[KeyPath, tuple[Any, ...], Mapping[str, Any]]] = []
+    unions: dict[KeyPath, list[tuple[KeyPath, tuple[Any, ...], Mapping[str, Any]]]] = {}
+    for error in errors:
+        loc = tuple(error["loc"])
+        path, union_at = _clean(loc)
+        if union_at is None:
+            plain.append((path, loc, error))
+        else:
+            unions.setdefault(union_at, []).append((path, loc, error))
+    found: list[tuple[KeyPath, str]] = []
+    for at, members in unions.items():
+        deeper = [m for m in members if len(m[0]) > len(at)]
+        if deeper:  # a structured member got further: its errors are the ones the user needs
+            plain += deeper
+        else:
+            found.append((at, _union_message([m[2] for m in members], at)))
+    missing: dict[KeyPath, list[str]] = {}
+    for path, _, error in plain:
+        if error["type"] == "missing" and path and isinstance(path[-1], str):
+            missing.setdefault(path[:-1], []).append(path[-1])
+    explained: set[KeyPath] = set()
+    for path, loc, error in plain:
+        if error["type"] == "stack_reference":
+            found += [(tuple(p), m) for p, m in (error.get("ctx") or {}).get("problems", ())]
+        elif path and path[0] == "location":
+            found.append(((LOCATION_KEY,), f"no region: set {LOCATION_KEY} or workspace.location"))
+        elif error["type"] == "extra_forbidden" and path:
+            model = _model_at(loc[:-1])
+            fields = list(model.model_fields) if model is not None else []
+            message, meant = _unknown_key(getattr(model, "__name__", None), str(path[-1]), error.get("input"),
+                                          fields, missing.get(path[:-1], []))
+            found.append((path, message))
+            if meant:
+                explained.add((*path[:-1], meant))
+        else:
+            found.append((path, _translate(error, path)))
+    return [(path, message) for path, message in found if path not in explained or message != "required key is missing"]
+
+
+def _in_file(path: KeyPath) -> KeyPath:
+    """A path below the namespace as a path in the stack file (the region's and subscription's keys are their own)."""
+    if path and path[0] in (LOCATION_KEY, SUBSCRIPTION_KEY):
+        return path
+    if path and path[0] == "subscription_id":
+        return (SUBSCRIPTION_KEY, *path[1:])
+    return (f"{NAMESPACE}:{path[0]}", *path[1:]) if path else (NAMESPACE,)
+
+
+def _raise_all(found: list[tuple[KeyPath, str]], file: str, locate: Locate | None) -> None:
+    """One :class:`ConfigError` with every problem, in file order (problems without a position last)."""
+    problems: dict[tuple[str, str], Problem] = {}
+    for path, message in found:
+        line, column = locate(path) if locate else (0, 0)
+        problem = Problem(key_text(path), message, line, column)
+        problems.setdefault((problem.key, message), problem)
+    ordered = sorted(problems.values(), key=lambda p: (p.line == 0, p.line, p.column))
+    raise ConfigError(file=file, problems=ordered)
+
+
 def build(
     values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset(),
-    subscription: str | None = None,
+    subscription: str | None = None, locate: Locate | None = None,
 ) -> StackConfig:
     """Validate namespace values (key without namespace -> decoded value) into a :class:`StackConfig`.
 
-    ``secret`` names the keys (without namespace) set with ``pulumi config set --secret``.
+    ``secret`` names the keys (without namespace) set with ``pulumi config set --secret``; ``locate``
+    gives the position of a stack file path for messages. Every problem is reported at once: a
+    :class:`ConfigError` carries them all, in file order.
     """
-    unknown = sorted(set(values) - set(_FIELDS))
-    if unknown:
-        key = unknown[0]
-        raise ConfigError(
-            f"unknown key{_hint(key, dict.fromkeys(_FIELDS))}", file=file, key=f"{NAMESPACE}:{key}"
-        )
+    found: list[tuple[KeyPath, str]] = []
     for key in sorted(secret & set(values)):
-        where = _secret_path(values.get(key), key) or key
-        reason = RUN_SECRET_MESSAGE if key == "jobs" else NOT_A_SECRET.get(
+        where = _secret_path(values.get(key), (key,)) or (key,)
+        reason = RUN_SECRET_REASON if key == "jobs" else NOT_A_SECRET.get(
             key, "the stack model holds names, ids, sizes and settings, none of them secret, and the offline "
             "plan cannot decrypt a value to check it"
         )
-        raise ConfigError(f"an encrypted (secure:) value is not accepted here: {reason}; set it in plain text "
-                          "or keep the secret out of the stack", file=file, key=f"{NAMESPACE}:{where}")
+        found.append((_in_file(where), f"an encrypted (secure:) value is not accepted here: {reason}; set it in "
+                                       "plain text or keep the secret out of the stack"))
     if location == SECRET_PLACEHOLDER:
-        raise ConfigError("the region is encrypted (secure:) and cannot be read offline; a region is not a "
-                          "secret: set it in plain text", file=file, key=LOCATION_KEY)
+        found.append(((LOCATION_KEY,), "the region is encrypted (secure:) and cannot be read offline; a region is "
+                                       "not a secret: set it in plain text"))
+        location = "secret"
     if subscription == SECRET_PLACEHOLDER:
         subscription = None  # encrypted: unknown offline; `pulumi up` compares with the provider's own
     if subscription is not None and not (isinstance(subscription, str) and _GUID.fullmatch(subscription)):
-        raise ConfigError(f"expected a subscription id (a GUID), got {json.dumps(subscription, default=str)[:60]}",
-                          file=file, key=SUBSCRIPTION_KEY)
-    data = {"location": location or "", "subscription_id": subscription, **values}
+        found.append(((SUBSCRIPTION_KEY,), f"expected a subscription id (a GUID) "
+                                           f"(got {_shown(subscription, (SUBSCRIPTION_KEY,))})"))
+        subscription = None
+    data = {k: v for k, v in values.items() if k not in ("location", "subscription_id")}
+    for internal in ("location", "subscription_id"):
+        if internal in values:
+            found.append(((f"{NAMESPACE}:{internal}",),
+                          f"unknown key {internal!r}: {NO_PLACE['StackConfig', internal]}"))
+    data["location"] = location or ""
+    data["subscription_id"] = subscription
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
+    if not data["location"] and "location" in values:
+        data["location"] = "(reported above)"  # the region is there, under the wrong key: one problem, not two
     try:
-        return StackConfig.model_validate(data, context={"root": root})
+        config = StackConfig.model_validate(data, context={"root": root})
     except ValidationError as err:
-        _raise_first(err, file, data)
-        raise  # unreachable: _raise_first always raises
+        found += [(_in_file(path), message) for path, message in _problems_of(err, data)
+                  if not (path and path[0] in secret)]
+    if found:
+        _raise_all(found, file, locate)
+    return config
+
+
+_PROVIDER_NAMESPACES = frozenset({"azure-native", "azure", "azuread", "pulumi"})
 
 
 def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
@@ -478,12 +689,36 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     prefix = f"{NAMESPACE}:"
     values = {k.removeprefix(prefix): v for k, v in stack.config.items() if k.startswith(prefix)}
     location = stack.config.get(LOCATION_KEY)
+    wrong: list[tuple[KeyPath, str]] = []
     if location is not None and not isinstance(location, str):
-        raise ConfigError(f"expected a region name such as westeurope (got {json.dumps(location, default=str)[:40]})",
-                          file=stack.display, key=LOCATION_KEY)
+        wrong.append(((LOCATION_KEY,), f"expected a region name such as westeurope "
+                                       f"(got {_shown(location, (LOCATION_KEY,))})"))
+        location = "(not a region)"  # reported above; not again as missing
+    for key in stack.config:
+        namespace, _, name = key.partition(":")
+        if namespace != NAMESPACE and name in _FIELDS:
+            wrong.append(((key,), f"{key!r} is in namespace {namespace!r}, but this project reads its settings from "
+                                  f"{NAMESPACE!r} (the project name in Pulumi.yaml): write '{NAMESPACE}:{name}'"))
+        elif namespace != NAMESPACE and namespace not in _PROVIDER_NAMESPACES and key != LOCATION_KEY and \
+                difflib.get_close_matches(namespace, [NAMESPACE], n=1, cutoff=0.6):
+            wrong.append(((key,), f"namespace {namespace!r} is not this project's: did you mean '{NAMESPACE}:{name}'?"))
     secret = frozenset(k.removeprefix(prefix) for k in stack.secret_keys if k.startswith(prefix))
-    return build(values, location=location, file=stack.display, root=root, secret=secret,
-                 subscription=stack.config.get(SUBSCRIPTION_KEY))
+    try:
+        config = build(values, location=location, file=stack.display, root=root, secret=secret,
+                       subscription=stack.config.get(SUBSCRIPTION_KEY), locate=stack.position_of)
+    except ConfigError as err:
+        if not wrong:
+            raise
+        # A section under the wrong namespace is not also "missing": the fix above is the one to make.
+        moved = {f"{NAMESPACE}:{key.partition(':')[2]}" for (key, *_), _ in wrong if isinstance(key, str)}
+        kept = [p for p in err.problems if not (p.key in moved and p.message == "required key is missing")]
+        raise ConfigError(file=stack.display, problems=sorted(
+            [*kept, *(Problem(key_text(p), m, *stack.position_of(p)) for p, m in wrong)],
+            key=lambda p: (p.line == 0, p.line, p.column),
+        )) from None
+    if wrong:
+        _raise_all(wrong, stack.display, stack.position_of)
+    return config
 
 
 def from_pulumi_config(stack_name: str, root: Path) -> StackConfig:

@@ -1,6 +1,13 @@
-"""User-facing errors. Each one names the file and the key at fault and maps to an exit code."""
+"""User-facing errors. Each one names the file and the key at fault and maps to an exit code.
+
+A stack file with several mistakes raises one :class:`ConfigError` holding every :class:`Problem`, in
+file order, each printed like a compiler's diagnostic: ``file:line:col  key.path  message``.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 EXIT_OK = 0
 EXIT_POLICY = 1
@@ -24,6 +31,49 @@ class UserError(Exception):
         where = ": ".join(part for part in (self.file, self.key) if part)
         return f"{where}: {self.message}" if where else self.message
 
+    def report(self) -> str:
+        """What the CLI prints on stderr."""
+        return f"error: {self}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mistake in a stack file: the key at fault, what is wrong, and where (0: position unknown)."""
+
+    key: str
+    message: str
+    line: int = 0
+    column: int = 0
+
+    def render(self, file: str | None) -> str:
+        """``file:line:col  key  message`` (the position left out when unknown)."""
+        where = file or ""
+        if self.line:
+            where += f":{self.line}:{self.column}" if self.column else f":{self.line}"
+        return "  ".join(part for part in (where, self.key, self.message) if part)
+
 
 class ConfigError(UserError):
-    """A stack file that cannot become a valid stack model."""
+    """A stack file that cannot become a valid stack model.
+
+    Raised with ``message``/``key`` for one mistake, or with ``problems`` for all of a file's; then
+    ``message`` and ``key`` are the first problem's.
+    """
+
+    def __init__(self, message: str = "", *, file: str | None = None, key: str | None = None,
+                 problems: Sequence[Problem] = ()) -> None:
+        self.problems = tuple(problems)
+        if self.problems:
+            message, key = self.problems[0].message, self.problems[0].key
+        super().__init__(message, file=file, key=key)
+
+    def __str__(self) -> str:
+        if not self.problems:
+            return super().__str__()
+        return "\n".join(problem.render(self.file) for problem in self.problems)
+
+    def report(self) -> str:
+        if not self.problems:
+            return super().report()
+        count = len(self.problems)
+        return f"{self}\nerror: {count} problem{'s' if count != 1 else ''} in {self.file}"

@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from infra import naming
+from infra.enums import AnyCase, CamelOrSnakeCase, lower
 from infra.model import BuildContext, Capability, is_reference
 
 
@@ -75,9 +76,11 @@ Distribution = Annotated[
 
 # ------------------------------------------------------------------------------------------ data
 
-InputMode = Literal["ro_mount", "download", "direct", "eval_mount", "eval_download"]
-OutputMode = Literal["rw_mount", "upload", "direct"]
-DataType = Literal["uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model"]
+InputMode = Annotated[Literal["ro_mount", "download", "direct", "eval_mount", "eval_download"], AnyCase]
+OutputMode = Annotated[Literal["rw_mount", "upload", "direct"], AnyCase]
+DataType = Annotated[
+    Literal["uri_file", "uri_folder", "mltable", "custom_model", "mlflow_model", "triton_model"], AnyCase
+]
 
 
 # Where data lives: a data asset (azureml:<name>:<version>), a datastore/registry/job URI
@@ -150,7 +153,7 @@ class JobIdentity(Model):
     """Whose identity the run's code uses for data and Azure access. A user-assigned managed identity is
     chosen by ``client_id`` or ``object_id`` (azure-ai-ml cannot carry ``msi_resource_id``)."""
 
-    type: Literal["user_identity", "managed", "aml_token"]
+    type: Annotated[Literal["user_identity", "managed", "aml_token"], CamelOrSnakeCase]
     client_id: str | None = None
     object_id: str | None = None
 
@@ -162,14 +165,14 @@ class JobIdentity(Model):
 
 
 class QueueSettings(Model):
-    job_tier: Literal["spot", "basic", "standard", "premium"] | None = None
-    priority: Literal["low", "medium", "high"] | None = None
+    job_tier: Annotated[Literal["spot", "basic", "standard", "premium"], AnyCase] | None = None
+    priority: Annotated[Literal["low", "medium", "high"], AnyCase] | None = None
 
 
 class Service(Model):
     """An interactive endpoint on the run's nodes (CLI v2 ``services``)."""
 
-    type: Literal["ssh", "jupyter_lab", "tensor_board", "vs_code"]
+    type: Annotated[Literal["ssh", "jupyter_lab", "tensor_board", "vs_code"], AnyCase]
     nodes: Literal["all"] | None = None
     port: Annotated[StrictInt, Field(ge=1, le=65535)] | None = None
     properties: dict[str, str] = {}
@@ -266,6 +269,14 @@ class Run(Model):
     identity: JobIdentity | None = None
     services: dict[str, Service] = {}
     queue_settings: QueueSettings | None = None
+
+    @field_validator("distribution", mode="before")
+    @classmethod
+    def _distribution_type_any_case(cls, value: Any) -> Any:
+        # Before the discriminator reads the tag: azure-ai-ml accepts `type: MPI` as `mpi`.
+        if isinstance(value, dict) and isinstance(value.get("type"), str):
+            return {**value, "type": lower(value["type"])}
+        return value
 
     @field_validator("command")
     @classmethod

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from model.errors import ConfigError
+from model import NAMESPACE
+from model.errors import ConfigError, Problem
 
 SECRET_PLACEHOLDER = "[secret]"
 
@@ -33,6 +34,8 @@ class StackFile:
     """Every config key (``namespace:key``) with its decoded value."""
     secret_keys: frozenset[str]
     lines: dict[Path_, int] = field(repr=False)
+    columns: dict[Path_, int] = field(default_factory=dict, repr=False)
+    """The column (1-based) of each key, or of each list item's first character, for messages."""
 
     @property
     def display(self) -> str:
@@ -45,6 +48,13 @@ class StackFile:
                 return self.lines[path[:end]]
         return 1
 
+    def position_of(self, path: Path_) -> tuple[int, int]:
+        """``(line, column)`` of the deepest part of ``path`` found in the file ((0, 0) when none is)."""
+        for end in range(len(path), 0, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]], self.columns.get(path[:end], 0)
+        return 0, 0
+
     def cli_config(self) -> dict[str, str]:
         """Config as the Pulumi CLI hands it to a program: strings, structured values as JSON."""
         return {
@@ -53,17 +63,18 @@ class StackFile:
         }
 
 
-def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+def _index_lines(node: yaml.Node, path: Path_, out: dict[Path_, int], columns: dict[Path_, int]) -> None:
     out[path] = node.start_mark.line + 1
+    columns[path] = node.start_mark.column + 1
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key = key_node.value
+            _index_lines(value_node, (*path, key), out, columns)
             out[(*path, key)] = key_node.start_mark.line + 1
-            _index_lines(value_node, (*path, key), out)
-            out[(*path, key)] = key_node.start_mark.line + 1
+            columns[(*path, key)] = key_node.start_mark.column + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _index_lines(item, (*path, i), out)
+            _index_lines(item, (*path, i), out, columns)
 
 
 def _strip_secrets(value: Any) -> tuple[Any, bool]:
@@ -196,6 +207,32 @@ def _parse(text: str, loader_class: type[Any]) -> tuple[yaml.Node | None, Any]:
         loader.dispose()
 
 
+PULUMI_STACK_KEYS = frozenset({"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"})
+"""The top-level keys of a Pulumi stack file (Pulumi's ``ProjectStack``)."""
+
+
+def _check_top_level(document: dict[Any, Any], node: yaml.Node | None, name: str) -> None:
+    """Settings written at the top level instead of under ``config:`` (a missing wrapper or a key
+    indented one level too little) are reported with their line, and the fix."""
+    stray = [k for k in document if isinstance(k, str) and ":" in k and k not in PULUMI_STACK_KEYS]
+    if not stray:
+        return
+    positions = {}
+    if isinstance(node, yaml.MappingNode):
+        positions = {k.value: (k.start_mark.line + 1, k.start_mark.column + 1) for k, _ in node.value}
+    if "config" not in document:
+        raise ConfigError(file=name, problems=[Problem(
+            "config", f"no 'config:' key, and {len(stray)} setting(s) at the top level ({', '.join(stray)}): stack "
+            "settings live under 'config:': add 'config:' as the first line and indent every setting below it",
+            *positions.get(stray[0], (0, 0)),
+        )])
+    raise ConfigError(file=name, problems=[
+        Problem(key, f"'{key}' is at the top level of the file: indent it under the 'config:' key",
+                *positions.get(key, (0, 0)))
+        for key in stray
+    ])
+
+
 def read(path: Path) -> StackFile:
     """Parse a stack file; any problem is a :class:`ConfigError` naming the file (and line)."""
     name = path.name
@@ -228,13 +265,17 @@ def read(path: Path) -> StackFile:
             node, document = _parse(text, _UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "YAML"
         problem = getattr(err, "problem", None) or str(err)
-        raise ConfigError(f"invalid YAML: {problem}", file=name, key=where) from None
+        if mark is None:
+            raise ConfigError(f"invalid YAML: {problem}", file=name, key="YAML") from None
+        raise ConfigError(file=name, problems=[
+            Problem("", f"invalid YAML: {problem}", mark.line + 1, mark.column + 1)
+        ]) from None
     if document is None:
         raise ConfigError("the file is empty; expected a 'config:' mapping", file=name)
     if not isinstance(document, dict):
         raise ConfigError("expected a mapping at the top level with a 'config:' key", file=name)
+    _check_top_level(document, node, name)
     imports = document.get("environment")
     if imports:
         shown = ", ".join(str(i) for i in imports) if isinstance(imports, list) else json.dumps(imports, default=str)
@@ -250,18 +291,23 @@ def read(path: Path) -> StackFile:
     if not isinstance(config, dict):
         raise ConfigError("expected a mapping of 'namespace:key: value'", file=name, key="config")
     lines: dict[Path_, int] = {}
+    columns: dict[Path_, int] = {}
     if node is not None:
         for key_node, value_node in node.value:
             if key_node.value == "config":
-                _index_lines(value_node, (), lines)
+                _index_lines(value_node, (), lines, columns)
+    bare = [key for key in config if not isinstance(key, str) or ":" not in key]
+    if bare:
+        raise ConfigError(file=name, problems=[
+            Problem(f"config.{key}", f"config keys are 'namespace:key': write "
+                    f"'{'azure-native' if key == 'location' else NAMESPACE}:{key}'",
+                    lines.get((key,), 0), columns.get((key,), 0))
+            for key in bare
+        ])
     decoded: dict[str, Any] = {}
     secret: set[str] = set()
     for key, value in config.items():
-        if not isinstance(key, str) or ":" not in key:
-            raise ConfigError(
-                "config keys are 'namespace:key' (e.g. 'aml-gpu-training:workspace')", file=name, key=str(key)
-            )
         decoded[key], is_secret = _strip_secrets(value)
         if is_secret:
             secret.add(key)
-    return StackFile(path=path, config=decoded, secret_keys=frozenset(secret), lines=lines)
+    return StackFile(path=path, config=decoded, secret_keys=frozenset(secret), lines=lines, columns=columns)

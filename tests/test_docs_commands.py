@@ -15,6 +15,8 @@ Relative links in every page must point at files that exist.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -93,7 +95,7 @@ def test_every_page_has_blocks_and_only_known_tags() -> None:
 def test_quickstart_runs_the_offline_commands() -> None:
     runnable = [b for b in blocks("docs/quickstart.md") if b.language in SHELLS and not b.tags]
     commands = "\n".join(b.body for b in runnable)
-    for command in ("amlgpu doctor", "amlgpu plan --stack dev", "amlgpu policy list", "amlgpu schema"):
+    for command in ("amlgpu init", "amlgpu doctor", "amlgpu plan --stack dev", "amlgpu policy list", "amlgpu schema"):
         assert command in commands
 
 
@@ -181,3 +183,165 @@ def test_relative_links_resolve(page: str) -> None:
         assert path.exists(), f"{page}: broken link {match.group('target')}"
         if anchor and path.suffix == ".md":
             assert anchor in _anchors(path.read_text(encoding="utf-8")), f"{page}: no anchor {match.group('target')}"
+
+
+# ------------------------------------------------------------------------------------------------ every command
+
+
+ALL_PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+             *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.md")))
+"""Every page a reader may copy an ``amlgpu`` command from."""
+_MENTION = re.compile(r"(?<![\w/.-])amlgpu((?: +[^\s`|#]+)+)")
+_PLACEHOLDER = re.compile(r"[<>\[\]$\"]|^[A-Z][A-Z_=.]*$")
+"""A synopsis, not a command: ``<run>``, ``[--nodes N]``, ``RUN``, ``$stack``..."""
+
+
+@dataclass(frozen=True)
+class DocCommand:
+    where: str
+    argv: tuple[str, ...]
+
+
+def doc_commands() -> list[DocCommand]:
+    """Every concrete ``amlgpu`` command written in the docs (synopses and bare mentions left out)."""
+    from amlgpu.cli import COMMANDS
+
+    found = []
+    for page in ALL_PAGES:
+        for number, line in enumerate((ROOT / page).read_text(encoding="utf-8").splitlines(), 1):
+            for match in _MENTION.finditer(line):
+                argv = [token.rstrip(").,;:") for token in match.group(1).split()]
+                if not argv or argv[0] not in (*COMMANDS, "--version"):
+                    continue  # prose: "amlgpu accepts..."
+                if any(_PLACEHOLDER.search(token) for token in argv) or _incomplete(argv):
+                    continue  # a synopsis, or a mention of a command (or of one flag) in prose
+                found.append(DocCommand(f"{page}:{number}", tuple(argv)))
+    return found
+
+
+def _incomplete(argv: list[str]) -> bool:
+    """Whether argparse refuses ``argv`` only for missing required arguments (``amlgpu plan --base`` in prose)."""
+    from amlgpu.cli import build_parser
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            build_parser().parse_args(argv)
+    except SystemExit:
+        return any(reason in said.getvalue() for reason in ("the following arguments are required", "expected one "
+                                                                "argument"))
+    return False
+
+
+NOT_RUN_HERE = {
+    ("prices", "refresh"): "online (Azure's Retail Prices API); tests/test_review_prices.py replays recorded pages",
+    ("import",): "reads the reader's own job files; tests/test_import.py imports real CLI v2 and SDK files",
+}
+"""Commands the docs show that this test only parses and checks (stack, run), and where they are run."""
+
+
+DOC_COMMANDS = doc_commands()
+DISTINCT = sorted({c.argv: c for c in DOC_COMMANDS}.values(), key=lambda c: (c.argv[0] != "init", c.argv))
+
+
+def _stacks_named_in_docs() -> set[str]:
+    """Stacks a reader has: the project's, the examples' (copied in by their page) and init's."""
+    stacks = {p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml")}
+    stacks |= {p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "examples").rglob("Pulumi.*.yaml")}
+    return stacks | {c.argv[c.argv.index("--stack") + 1] for c in DOC_COMMANDS if c.argv[0] == "init"}
+
+
+def _parse(argv: tuple[str, ...]) -> Any:
+    from amlgpu.cli import build_parser
+
+    try:
+        return build_parser().parse_args(list(argv))
+    except SystemExit as exit_:
+        raise AssertionError(f"not a valid command line: amlgpu {' '.join(argv)}") from exit_
+
+
+def test_the_docs_name_commands_that_parse_with_stacks_and_runs_that_exist() -> None:
+    from model.project import load_stack
+
+    assert len(DOC_COMMANDS) >= 15, DOC_COMMANDS
+    stacks = _stacks_named_in_docs()
+    for command in DOC_COMMANDS:
+        args = _parse(command.argv)
+        stack = getattr(args, "stack", None)
+        assert stack is None or stack in stacks, f"{command.where}: no stack {stack!r} (known: {sorted(stacks)})"
+        job = getattr(args, "job", None)
+        if job is not None and (ROOT / f"Pulumi.{stack}.yaml").is_file():
+            declared = {run.name for run in load_stack(stack, ROOT).config.jobs}
+            assert job in declared, f"{command.where}: stack {stack!r} declares no run {job!r}: {sorted(declared)}"
+
+
+@pytest.fixture(scope="module")
+def docs_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reader's project: the examples' stack files copied in, as examples/multi-team says to."""
+    project = _scratch_project(tmp_path_factory.mktemp("docs") / "project")
+    for path in (ROOT / "examples").rglob("Pulumi.*.yaml"):
+        shutil.copy(path, project / path.name)
+    return project
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", DISTINCT, ids=[" ".join(c.argv) for c in DISTINCT])
+def test_every_command_in_the_docs_runs_or_dry_runs(command: DocCommand, docs_project: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Each distinct command, as written: submissions as ``--dry-run`` (offline, no subscription), local runs
+    prepared up to the point of starting processes, everything else run; each must succeed."""
+    from amlgpu.cli import main
+
+    monkeypatch.chdir(docs_project)
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
+    argv = list(command.argv)
+    if any(tuple(argv[:len(prefix)]) == prefix for prefix in NOT_RUN_HERE):
+        _parse(command.argv)
+        return
+    for earlier in _prerequisites(command):  # what an earlier command of the page made: a stack, a base plan
+        assert main(list(earlier.argv)) == 0, earlier.where
+    if argv[0] == "init" and (docs_project / f"Pulumi.{argv[argv.index('--stack') + 1]}.yaml").exists():
+        argv.append("--force")
+    if argv[0] == "--version":
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0
+        return
+    if argv[0] == "run-local":
+        _prepare_only(_parse(command.argv), docs_project)
+        return
+    if argv[0] == "submit" and "--dry-run" not in argv:
+        argv.append("--dry-run")
+    code = main(argv)
+    assert code == 0, f"{command.where}: amlgpu {' '.join(argv)} exited {code}\n{capsys.readouterr().err[-3000:]}"
+
+
+def _prerequisites(command: DocCommand) -> list[DocCommand]:
+    """The docs' commands that make what ``command`` names and a reader made first: the stack ``amlgpu init``
+    writes, the plan folder ``--base`` compares with."""
+    def value(argv: tuple[str, ...], flag: str) -> str | None:
+        return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+    stack, base = value(command.argv, "--stack"), value(command.argv, "--base")
+    return [c for c in DISTINCT if c.argv != command.argv and (
+        (c.argv[0] == "init" and stack is not None and value(c.argv, "--stack") == stack
+         and not Path(f"Pulumi.{stack}.yaml").exists())
+        or (c.argv[0] == "plan" and base is not None and value(c.argv, "--out") == base and not Path(base).exists())
+    )]
+
+
+def _prepare_only(args: Any, project: Path) -> None:
+    """``amlgpu run-local`` up to the point where it would start processes: the run, its topology and inputs."""
+    from amlgpu.commands.run_local import _parse_inputs, find_run
+    from jobs.emulate.prepare import Request, prepare
+    from jobs.resolve import resolve_run
+    from model.project import load_stack
+
+    stack = load_stack(args.stack, project)
+    _, declared = find_run(stack, args.job)
+    request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,
+                      inputs=_parse_inputs(args.input), tf_empty_ps=args.tf_empty_ps)
+    workdir = project / "build" / "run-local" / args.job
+    prepare(resolve_run(declared, stack.config, project), request, root=project, workdir=workdir, environ={})
+    shutil.rmtree(workdir)

@@ -30,25 +30,26 @@ CASES: list[tuple[str, list[dict[str, Any]], str, str]] = [
     ("undeclared placeholder", [run(command="python t.py ${{inputs.data}} --out ${{outputs.model}}")],
      "jobs[0].command", "${{inputs.data}}, ${{outputs.model}} has no declared input/output"),
     ("count as a string", [run(resources={"instance_count": "2"})], "jobs[0].resources.instance_count",
-     "valid integer"),
+     "expected a whole number"),
     ("fractional count", [run(distribution={"type": "pytorch", "process_count_per_instance": 1.5})],
-     "jobs[0].distribution.process_count_per_instance", "valid integer"),
-    ("boolean count", [run(resources={"instance_count": True})], "jobs[0].resources.instance_count", "valid integer"),
+     "jobs[0].distribution.process_count_per_instance", "expected a whole number"),
+    ("boolean count", [run(resources={"instance_count": True})], "jobs[0].resources.instance_count",
+     "expected a whole number"),
     ("negative nodes", [run(resources={"instance_count": -1})], "jobs[0].resources.instance_count",
-     "greater than or equal to 1"),
+     "must be at least 1"),
     ("zero processes", [run(distribution={"type": "mpi", "process_count_per_instance": 0})],
-     "jobs[0].distribution.process_count_per_instance", "greater than or equal to 1"),
+     "jobs[0].distribution.process_count_per_instance", "must be at least 1"),
     ("no workers", [run(distribution={"type": "tensorflow", "worker_count": 0})],
-     "jobs[0].distribution.worker_count", "greater than or equal to 1"),
+     "jobs[0].distribution.worker_count", "must be at least 1"),
     ("negative parameter servers", [run(distribution={"type": "tensorflow", "parameter_server_count": -1})],
-     "jobs[0].distribution.parameter_server_count", "greater than or equal to 0"),
+     "jobs[0].distribution.parameter_server_count", "must be at least 0"),
     ("missing command", [run(command=None)], "jobs[0].command", "required key is missing"),
     ("blank command", [run(command="   ")], "jobs[0].command", "command is empty"),
     ("missing code folder", [run(code="jobs/missing")], "jobs[0].code", "does not exist under the project root"),
     ("code outside the project", [run(code="../elsewhere")], "jobs[0].code", "inside the project"),
     ("absolute code folder", [run(code="/etc")], "jobs[0].code", "inside the project"),
     ("unknown distribution type", [run(distribution={"type": "ray"})], "jobs[0].distribution",
-     "expected tags: 'pytorch', 'mpi', 'tensorflow'"),
+     "type must be one of 'pytorch', 'mpi', 'tensorflow' (got \"ray\")"),
     ("no distribution", [run(distribution=None)], "jobs[0].distribution", "required key is missing"),
     ("duplicate names", [run(), run(name="R")], "jobs[1].name", "duplicate name 'R'"),
     ("missing environment file", [run(environment="file:envs/missing.yml")], "jobs[0].environment",
@@ -70,7 +71,7 @@ CASES: list[tuple[str, list[dict[str, Any]], str, str]] = [
      "jobs[0].services.x", "log_dir is for type 'tensor_board'"),
     ("misspelt key", [run(comand="python x.py")], "jobs[0].comand", "did you mean 'command'"),
     ("bad shm_size", [run(resources={"shm_size": "16GB"})], "jobs[0].resources.shm_size", "<number><b|k|m|g>"),
-    ("zero timeout", [run(limits={"timeout": 0})], "jobs[0].limits.timeout", "greater than or equal to 1"),
+    ("zero timeout", [run(limits={"timeout": 0})], "jobs[0].limits.timeout", "must be at least 1"),
     ("bad run name", [run(name="1st-run")], "jobs[0].name", "run name '1st-run' is invalid"),
 ]
 
@@ -86,7 +87,7 @@ def test_bad_run_names_its_key(jobs: list[dict[str, Any]], key: str, message: st
     assert caught.value.exit_code == 2
 
 
-def test_the_cli_reports_a_bad_run_in_one_line_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_the_cli_reports_a_bad_run_with_its_position_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     config = dev_config()
     config[f"{NS}:jobs"] = [run(compute="gpu-h100")]
@@ -94,5 +95,8 @@ def test_the_cli_reports_a_bad_run_in_one_line_with_exit_2(tmp_path: Path, monke
     monkeypatch.chdir(project)
     assert main(["submit", "r", "--stack", "test", "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert err == ("error: Pulumi.test.yaml: aml-gpu-training:jobs[0].compute: run 'r': unknown cluster "
-                   "'gpu-h100'; did you mean 'gpu-a100'?\n")
+    lines = (project / "Pulumi.test.yaml").read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.strip() == "compute: gpu-h100")
+    column = lines[line - 1].index("compute") + 1
+    assert err == (f"Pulumi.test.yaml:{line}:{column}  aml-gpu-training:jobs[0].compute  run 'r': unknown cluster "
+                   "'gpu-h100'; did you mean 'gpu-a100'?\nerror: 1 problem in Pulumi.test.yaml\n")

@@ -77,7 +77,7 @@ def test_dry_run_signs_in_to_nothing(project: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["submit", "ddp-train", "--stack", "dev", "--dry-run"],
+        (["submit", "ddp-train", "--stack", "dev"],
          "error: build/dev/outputs.json: workspace.subscription_id: an offline plan does not know the subscription; "
          "set AZURE_SUBSCRIPTION_ID (or use the Pulumi CLI's outputs of the deployed stack)\n"),
         (["submit", "ddp", "--stack", "dev", "--dry-run"],
@@ -125,7 +125,7 @@ def test_without_a_plan_or_the_pulumi_cli_the_user_is_told_how_to_get_one(
     project: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     (project / "build" / "dev" / "outputs.json").unlink()
-    assert main(["submit", "ddp-train", "--stack", "dev", "--dry-run"]) == 2
+    assert main(["submit", "ddp-train", "--stack", "dev"]) == 2
     assert "run `amlgpu plan --stack dev` (writes build/dev/outputs.json) or install the Pulumi CLI" in (
         capsys.readouterr().err
     )
@@ -158,9 +158,42 @@ def test_a_failing_pulumi_cli_is_reported_with_its_reason(project: Path, monkeyp
     bin_dir = project / "bin"
     fake_pulumi(bin_dir, stdout="", stderr="error: no stack named 'dev' found", code=255)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    assert main(["submit", "ddp-train", "--stack", "dev", "--dry-run"]) == 2
+    assert main(["submit", "ddp-train", "--stack", "dev"]) == 2
     assert capsys.readouterr().err == ("error: Pulumi.dev.yaml: pulumi stack output failed: "
                                        "error: no stack named 'dev' found\n")
+
+
+def test_a_dry_run_with_a_failing_pulumi_cli_shows_the_plans_workspace(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bin_dir = project / "bin"
+    fake_pulumi(bin_dir, stdout="", stderr="error: PULUMI_ACCESS_TOKEN must be set for login", code=255)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert main(["submit", "ddp-train", "--stack", "dev", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ("note: pulumi stack output failed: error: PULUMI_ACCESS_TOKEN must be set for login; "
+                            "showing the offline plan's workspace instead\n")
+    assert captured.out.startswith(
+        f"# would submit to workspace mlw-gpu-dev (resource group rg-aml-gpu-dev, subscription {OFFLINE}) from "
+        f"build/dev/outputs.json (a placeholder subscription: set {submit.SUBSCRIPTION_VARIABLE} to submit)\n")
+
+
+@pytest.mark.parametrize("planned", [True, False], ids=["after-a-plan", "before-any-plan"])
+def test_a_dry_run_works_offline_without_a_subscription(
+    project: Path, capsys: pytest.CaptureFixture[str], planned: bool
+) -> None:
+    if not planned:
+        (project / "build" / "dev" / "outputs.json").unlink()
+    assert main(["submit", "ddp-train", "--stack", "dev", "--dry-run"]) == 0
+    first, body = capsys.readouterr().out.split("\n", 1)
+    source = "build/dev/outputs.json" if planned else "Pulumi.dev.yaml"
+    assert first == (f"# would submit to workspace mlw-gpu-dev (resource group rg-aml-gpu-dev, subscription "
+                     f"{OFFLINE}) from {source} (a placeholder subscription: set {submit.SUBSCRIPTION_VARIABLE} "
+                     "to submit)")
+    assert re.fullmatch(r"ddp-train-\d{8}-\d{6}", yaml.safe_load(body)["name"])
+
+
+OFFLINE = submit.OFFLINE_SUBSCRIPTION
 
 
 class FakeJobs:

@@ -20,17 +20,30 @@ def amlgpu(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
-def test_policy_list_table() -> None:
+def test_policy_list_table_fits_100_columns() -> None:
     result = amlgpu("policy", "list")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["RULE", "SEVERITY", "ENFORCEMENT", "APPLIES", "TO", "TITLE"]
-    listed = [line.split()[0] for line in lines[1:len(RULES) + 1]]
+    assert max(len(line) for line in lines) <= 100
+    assert lines[0].split() == ["RULE", "SEVERITY", "ENFORCEMENT"]
+    listed = [line.split()[0] for line in lines[2:] if line and not line.startswith(" ")][:len(RULES)]
     assert listed == [r.id for r in RULES]
-    row = next(line for line in lines if line.startswith("run-gpus-left-idle "))
-    assert row.split()[1:4] == ["high", "mandatory", "distributed"]
+    at = next(i for i, line in enumerate(lines) if line.startswith("run-gpus-left-idle "))
+    assert lines[at].split()[1:] == ["high", "mandatory"]
+    assert lines[at + 1].startswith("    ")
+    assert "(distributed runs)" in " ".join(lines[at + 1:at + 3])
     mandatory = sum(1 for r in RULES if r.enforcement == "mandatory")
     assert lines[-1] == f"{len(RULES)} rules: {mandatory} mandatory, {len(RULES) - mandatory} advisory, 0 disabled."
+
+
+def test_policy_list_wide_puts_each_rule_on_one_line() -> None:
+    result = amlgpu("policy", "list", "--wide")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["RULE", "SEVERITY", "ENFORCEMENT", "APPLIES", "TO", "TITLE"]
+    assert [line.split()[0] for line in lines[1:len(RULES) + 1]] == [r.id for r in RULES]
+    row = next(line for line in lines if line.startswith("run-gpus-left-idle "))
+    assert row.split()[1:4] == ["high", "mandatory", "distributed"]
 
 
 def test_policy_list_json_with_a_pack_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -327,7 +327,10 @@ def test_amlgpu_plan_plans_with_invariants_or_exits_2(
         _plan_invariants(plan_project)
     else:
         assert code == 2, (breakage, err)
-        assert [line for line in err.splitlines() if line.startswith(f"error: {FILE}: {NAMESPACE}:")], err
+        # Each problem as `FILE:LINE:COL  KEY  MESSAGE` (a key of the namespace), then the count.
+        diagnostic = re.compile(rf"{re.escape(FILE)}(:\d+:\d+)?  {NAMESPACE}:")
+        assert [line for line in err.splitlines() if diagnostic.match(line)], err
+        assert err.splitlines()[-1].startswith("error: ") and FILE in err.splitlines()[-1], err
         assert (snapshot(folder) if folder.exists() else None) == before
 
 

@@ -27,7 +27,7 @@ from model.config import from_pulumi_config
 from model.errors import ConfigError
 from model.stackfile import StackFile
 from tests.conftest import NS, ROOT, make_project
-from tests.test_reliability_corpus import STACK, amlgpu, good_config, plan_in_process, snapshot
+from tests.test_reliability_corpus import STACK, amlgpu, good_config, names, plan_in_process, snapshot
 
 CIPHERTEXT = "v1:ZW5jcnlwdGVkLWJ5LXB1bHVtaQ==:Q2lwaGVydGV4dA=="
 """What `pulumi config set --secret` stores (base64 salt and ciphertext); none of it may ever show."""
@@ -99,7 +99,7 @@ def test_a_secret_where_it_cannot_stay_secret_is_refused(
 
     assert outcome.code == 2, outcome.err
     assert "Traceback" not in outcome.err
-    assert outcome.error_line.startswith(f"error: Pulumi.{STACK}.yaml: {key}: "), outcome.error_line
+    assert names(outcome.error_line, key), outcome.error_line
     assert says in outcome.error_line
     _assert_nowhere({"stdout": outcome.out, "stderr": outcome.err})
     assert not (project / "build").exists()

@@ -29,6 +29,7 @@ from tests.test_reliability_corpus import (
     J,
     assert_clean_refusal,
     good_config,
+    names,
     plan_in_process,
     snapshot,
 )
@@ -186,7 +187,7 @@ def test_a_path_that_leads_outside_the_project_is_refused_naming_the_key(
     outcome = plan_in_process(project, capsys)
 
     assert_clean_refusal(outcome)
-    assert outcome.error_line.startswith(f"error: {STACK_FILE}: {key}: "), outcome.error_line
+    assert names(outcome.error_line, key), outcome.error_line
     assert "leads outside the project root (symbolic links followed)" in outcome.error_line
     assert snapshot(project) == before
 

@@ -108,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.format == "json":
         print(canonical_json(result.summary(out)), end="")
+        from amlgpu.render import findings_text
+
+        # stdout is the JSON document; the terminal still shows what failed.
+        for line in findings_text(result.report, stack.file.display, stack.file.line_of):
+            print(line, file=sys.stderr)
     else:
         from model.preflight import render_offline
 
@@ -192,10 +197,13 @@ class PlanResult:
         return {folder: links for folder, links in found.items() if links}
 
     def summary(self, out: Path) -> dict[str, Any]:
+        from amlgpu.render import azure_resource_count
+
         return {
             "stack": self.stack.name,
             "out": _display_path(out),
-            "resources": len(self.resources),
+            "resources": azure_resource_count(self.resources),
+            "components": len(self.resources) - azure_resource_count(self.resources),
             "protected": sum(1 for r in self.resources if r.get("options", {}).get("protect")),
             "runs": sorted(self.job_files),
             "policy": {

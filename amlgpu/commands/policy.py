@@ -1,7 +1,8 @@
 """``amlgpu policy``: the policy pack's rules, listed or as the generated docs page.
 
-* ``amlgpu policy list [--format table|json] [--config FILE]``: every rule with its severity,
-  enforcement (as a pack config sets it, when given) and what it applies to;
+* ``amlgpu policy list [--format table|json] [--wide] [--config FILE]``: every rule with its severity,
+  enforcement (as a pack config sets it, when given), title and what it applies to; the table fits
+  100 columns (the title wrapped on its own line below each rule), ``--wide`` puts each rule on one line;
 * ``amlgpu policy docs [--out PATH | --out -] [--check]``: write ``docs/policies.md`` from the
   rules' metadata (``-`` prints it); ``--check`` only compares and exits 1 when it is out of date.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ def register(sub: Any) -> None:
 
     listing = actions.add_parser("list", help="list every rule")
     listing.add_argument("--format", choices=("table", "json"), default="table")
+    listing.add_argument("--wide", action="store_true", help="one line per rule, however long")
     listing.add_argument("--config", type=Path, help="policy pack config (JSON) whose enforcement to show")
     listing.set_defaults(func=list_rules)
 
@@ -55,6 +58,31 @@ def _rows(config: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
+TABLE_WIDTH = 100
+"""Columns the default table fits in."""
+
+
+def _wide_table(rows: list[dict[str, Any]]) -> list[str]:
+    columns = ("id", "severity", "enforcement", "applies_to", "title")
+    headers = ("RULE", "SEVERITY", "ENFORCEMENT", "APPLIES TO", "TITLE")
+    widths = [max(len(h), *(len(str(r[c])) for r in rows)) for c, h in zip(columns[:-1], headers[:-1], strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, [*widths, 0], strict=True)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(str(row[c]).ljust(w) for c, w in zip(columns, [*widths, 0], strict=True)).rstrip())
+    return lines
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    """Rule, severity and enforcement on one line; the title and what it applies to wrapped below it."""
+    width = max(len("RULE"), *(len(r["id"]) for r in rows))
+    lines = [f"{'RULE'.ljust(width)}  SEVERITY  ENFORCEMENT", "    TITLE (APPLIES TO)"]
+    for row in rows:
+        lines.append(f"{row['id'].ljust(width)}  {row['severity']:<8}  {row['enforcement']}")
+        lines += textwrap.wrap(f"{row['title']} ({row['applies_to']})", TABLE_WIDTH, initial_indent="    ",
+                               subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+    return lines
+
+
 def list_rules(args: argparse.Namespace) -> int:
     from policies.packconfig import load
 
@@ -63,12 +91,8 @@ def list_rules(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2, sort_keys=True))
         return EXIT_OK
-    columns = ("id", "severity", "enforcement", "applies_to", "title")
-    headers = ("RULE", "SEVERITY", "ENFORCEMENT", "APPLIES TO", "TITLE")
-    widths = [max(len(h), *(len(str(r[c])) for r in rows)) for c, h in zip(columns[:-1], headers[:-1], strict=True)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, [*widths, 0], strict=True)).rstrip())
-    for row in rows:
-        print("  ".join(str(row[c]).ljust(w) for c, w in zip(columns, [*widths, 0], strict=True)).rstrip())
+    for line in _wide_table(rows) if args.wide else _table(rows):
+        print(line)
     mandatory = sum(1 for r in rows if r["enforcement"] == "mandatory")
     print(f"\n{len(rows)} rules: {mandatory} mandatory, "
           f"{sum(1 for r in rows if r['enforcement'] == 'advisory')} advisory, "

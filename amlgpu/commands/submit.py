@@ -3,7 +3,13 @@
 The workspace comes from the stack's outputs: ``pulumi stack output --json`` when the Pulumi CLI is
 installed, else the offline plan's ``build/<stack>/outputs.json`` (or ``--plan-dir``), whose
 subscription id is taken from AZURE_SUBSCRIPTION_ID. The run must be unchanged since those outputs
-were written. ``--dry-run`` prints the workspace and the exact job file, and signs in to nothing.
+were written. Each submission gets its own job name, ``<run>-<UTC yyyymmdd-hhmmss>``, printed with the
+studio link.
+
+``--dry-run`` prints the workspace and the exact job file (with the name a submission would get now) and
+signs in to nothing. It works offline: when the Pulumi CLI is missing or fails, the workspace comes from
+the plan's outputs.json, or from the stack file when nothing was planned yet, and without
+AZURE_SUBSCRIPTION_ID the subscription shown is a placeholder.
 
 Exit 0 when the job completed (or the dry run printed), 1 when it ended otherwise, 2 on bad input.
 """
@@ -35,9 +41,13 @@ def run(args: argparse.Namespace) -> int:
     from jobs import submit
 
     stack = load_stack(args.stack)
-    outputs = submit.stack_outputs(stack.name, stack.root, args.plan_dir)
+    if args.dry_run:
+        outputs = submit.dry_run_outputs(stack.name, stack.root, args.plan_dir)
+    else:
+        outputs = submit.stack_outputs(stack.name, stack.root, args.plan_dir)
     submission = submit.prepare(
-        args.job, config=stack.config, stack_file=stack.file.display, outputs=outputs, root=stack.root
+        args.job, config=stack.config, stack_file=stack.file.display, outputs=outputs, root=stack.root,
+        dry_run=args.dry_run,
     )
     if args.dry_run:
         return submit.dry_run(submission, root=stack.root)
