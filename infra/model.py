@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -25,6 +26,7 @@ from pydantic import (
 
 from infra import capabilities, naming, skus
 from infra.azure import PRIVATE_DNS_ZONES
+from infra.capabilities import Capabilities
 from infra.enums import AnyCase, CamelOrSnakeCase, SnakeOrPascalCase
 from infra.paths import files_inside
 
@@ -367,7 +369,7 @@ class Environment(Model):
         reference (:mod:`infra.capabilities`) plus the declared ``provides``."""
         return infer_capabilities(self.image or self.reference or "") | frozenset(self.provides or ())
 
-    def evidence(self, root: Path) -> capabilities.Capabilities:
+    def evidence(self, root: Path) -> Capabilities:
         """Known present / known absent capabilities, reading the build context and conda file under ``root``."""
         return environment_evidence(
             image=self.image, reference=self.reference, build=self.build, conda_file=self.conda_file,
@@ -422,8 +424,8 @@ def content_version(image: str | None, build: BuildContext | None, conda_file: s
 
 def environment_evidence(
     *, image: str | None, reference: str | None, build: BuildContext | None, conda_file: str | None,
-    provides: list[str] | None, root: Path,
-) -> capabilities.Capabilities:
+    provides: Sequence[str] | None, root: Path,
+) -> Capabilities:
     """Tri-state capabilities of an environment made of these parts (see :mod:`infra.capabilities`)."""
     caps = capabilities.of_reference(image or reference or "")
     if build is not None:

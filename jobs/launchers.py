@@ -226,8 +226,8 @@ def infer_launcher(run: Run, *, gpus_per_node: int | None = None) -> tuple[str, 
     if distribution.type == "tensorflow":
         return (TF_PARAMETER_SERVER if distribution.parameter_server_count else TF_MULTIWORKER), None
     if distribution.type == "mpi":
-        env = run.environment if isinstance(run.environment, str) else run.environment.image or ""
-        mentions = f"{run.command} {env}".lower()
+        named = run.environment if isinstance(run.environment, str) else run.environment.image or ""
+        mentions = f"{run.command} {named}".lower()
         return (HOROVOD if "horovod" in mentions or re.search(r"\bhvd\b", mentions) else MPI), None
     words = [w for command in _simple_commands(run.command) for w in command]
     if any(w.split("=", 1)[0] in _HF_TRAINER_FLAGS for w in words):

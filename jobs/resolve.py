@@ -161,7 +161,8 @@ def _facts(
 
 def inline_environment(env: InlineEnvironment) -> dict[str, Any]:
     """An inline environment as the spec carries it: paths relative to the project root, no ``provides``."""
-    return _tidy(env.model_dump(exclude={"provides"}, exclude_none=True, exclude_unset=True))
+    dumped: dict[str, Any] = _tidy(env.model_dump(exclude={"provides"}, exclude_none=True, exclude_unset=True))
+    return dumped
 
 
 def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[str, Any], EnvironmentFacts]:

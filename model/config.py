@@ -141,20 +141,20 @@ class StackConfig(BaseModel):
                     ("jobs", i, "compute"),
                     f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}",
                 )
-            env = run.environment
-            if isinstance(env, str) and env.startswith(FILE_PREFIX):
+            run_env = run.environment
+            if isinstance(run_env, str) and run_env.startswith(FILE_PREFIX):
                 try:
-                    jobs[i] = run.model_copy(update={"environment": environment_file(env, root)})
+                    jobs[i] = run.model_copy(update={"environment": environment_file(run_env, root)})
                 except ValueError as err:
                     found.add(("jobs", i, "environment"), f"run {run.name!r}: {err}")
-            elif isinstance(env, str) and not env.startswith("azureml:") and env not in environments:
+            elif isinstance(run_env, str) and not run_env.startswith("azureml:") and run_env not in environments:
                 found.add(
                     ("jobs", i, "environment"),
-                    f"run {run.name!r}: unknown environment {env!r}"
-                    f"{_hint(env, environments)} (or give a full azureml: reference, file: or an inline environment)",
+                    f"run {run.name!r}: unknown environment {run_env!r}{_hint(run_env, environments)} "
+                    "(or give a full azureml: reference, file: or an inline environment)",
                 )
-            elif isinstance(env, InlineEnvironment):
-                problem = _inline_files_missing(env, root)
+            elif isinstance(run_env, InlineEnvironment):
+                problem = _inline_files_missing(run_env, root)
                 if problem:
                     found.add(("jobs", i, "environment"), f"run {run.name!r}: {problem}")
             missing = run.undeclared_placeholders()
@@ -294,11 +294,11 @@ def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
             named.append((("environments", i, "conda_file"), env.conda_file))
     named += [(("jobs", i, "code"), run.code) for i, run in enumerate(config.jobs) if run.code is not None]
     for i, run in enumerate(config.jobs):
-        env = run.environment
-        if isinstance(env, InlineEnvironment) and env.build is not None:
-            named.append((("jobs", i, "environment", "build", "path"), env.build.path))
-        if isinstance(env, InlineEnvironment) and env.conda_file is not None:
-            named.append((("jobs", i, "environment", "conda_file"), env.conda_file))
+        inline = run.environment
+        if isinstance(inline, InlineEnvironment) and inline.build is not None:
+            named.append((("jobs", i, "environment", "build", "path"), inline.build.path))
+        if isinstance(inline, InlineEnvironment) and inline.conda_file is not None:
+            named.append((("jobs", i, "environment", "conda_file"), inline.conda_file))
     outside = [(key, path) for key, path in named if resolve_inside(root, path) is None]
     for key, path in outside:
         found.add(key, f"{path!r} leads outside the project root (symbolic links followed); "
