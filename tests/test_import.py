@@ -29,6 +29,8 @@ from model.project import load_stack
 from tests.conftest import NS, dev_config, make_project
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
+CORPUS = Path(__file__).parent / "fixtures" / "azureml-examples"
+"""Azure/azureml-examples' distributed command jobs, with code folders (its README names the sources)."""
 pytestmark = [pytest.mark.filterwarnings("ignore:::marshmallow"), pytest.mark.filterwarnings("ignore:::azure")]
 
 GPU_CLUSTER = {"name": "gpu-cluster", "size": "Standard_ND96asr_v4", "max_instances": 4}
@@ -43,8 +45,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config[f"{NS}:clusters"].append(GPU_CLUSTER)
     root = make_project(tmp_path_factory.mktemp("import") / "project", config)
     shutil.copytree(FIXTURES, root / "imports")
+    shutil.copytree(CORPUS, root / "imports" / "corpus")
     (root / "imports" / "src").mkdir()
-    for folder in [p.parent for p in (root / "imports").rglob("*") if p.suffix in (".py", ".yml", ".yaml")]:
+    for folder in [p.parent for p in (root / "imports").rglob("*") if p.suffix in (".py", ".yml", ".yaml")
+                   and "corpus" not in p.parts]:
         (folder / "src").mkdir(exist_ok=True)
         for script in ENTRY_SCRIPTS:
             (folder / "src" / script).write_text("print('fixture')\n")
@@ -98,28 +102,31 @@ def _load(path: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ CLI v2
 
+_NONE = {"distribution": {"type": "pytorch", "process_count_per_instance": 1}}
+"""What a job without ``distribution`` becomes: the same processes (one per node)."""
+_GPU = {"compute": "gpu-cluster"}
 CLI_V2 = {
-    # fixture -> (options, what the stack entry changes on purpose)
-    "single-step/pytorch/cifar-distributed/job.yml": ({}, {}),
-    "single-step/tensorflow/mnist-distributed/job.yml": ({}, {}),
-    "deepspeed/deepspeed-training/job.yml": ({"compute": "gpu-cluster"}, {}),
-    "nebulaml/PyTorch_CNN_MNIST/job.yml": (
-        {"compute": "gpu-cluster"},
-        {"distribution": {"type": "pytorch", "process_count_per_instance": 1}},  # no distribution in the original
-    ),
-    "best-practices/largescale-deep-learning/Training/Bert-Pretrain/AML-DeepSpeed-submit.yml": (
-        {"compute": "gpu-cluster"}, {}),
-    "best-practices/largescale-deep-learning/Debugging/Compute/health_job.yaml": ({"compute": "gpu-cluster"}, {}),
+    # job file under imports/ (corpus/: tests/fixtures/azureml-examples) -> (options, what changes on purpose)
+    "corpus/cli/jobs/single-step/pytorch/cifar-distributed/job.yml": ({}, {}),
+    "corpus/cli/jobs/single-step/tensorflow/mnist-distributed/job.yml": ({}, {}),
+    "corpus/cli/jobs/single-step/gpu_perf/gpu_perf_job.yml": (_GPU, {}),
+    "corpus/cli/jobs/deepspeed/deepspeed-training/job.yml": (_GPU, {}),
+    "cliv2/nebulaml/PyTorch_CNN_MNIST/job.yml": (_GPU, _NONE),
+    "corpus/best-practices/largescale-deep-learning/Training/Bert-Pretrain/AML-DeepSpeed-submit.yml": (_GPU, {}),
+    "corpus/best-practices/largescale-deep-learning/Training/Bert-Pretrain/AML-submit.yml": (_GPU, {}),
+    "corpus/best-practices/largescale-deep-learning/Training/Bloom-Pretrain/src/deepspeed-BLOOM-AML-SDKv2.yaml": (
+        _GPU, {}),
+    "corpus/best-practices/largescale-deep-learning/Debugging/Compute/health_job.yaml": (_GPU, {}),
 }
 
 
 @pytest.mark.parametrize("fixture", sorted(CLI_V2))
 def test_cli_v2_examples_render_to_the_job_azure_ml_would_run(project: Path, fixture: str) -> None:
     options, changed = CLI_V2[fixture]
-    drafts = _import(project, f"cliv2/{fixture}", **options)
+    drafts = _import(project, fixture, **options)
     assert len(drafts) == 1 and not drafts[0].placeholders
     rendered = _rendered(project, drafts)[drafts[0].run["name"]]
-    original = _load(project / "imports" / "cliv2" / fixture)
+    original = _load(project / "imports" / fixture)
     assert _facets(rendered) == {**_facets(original), **changed}
     for key in ("shm_size", "docker_args"):
         if key in (original.get("resources") or {}):
@@ -127,9 +134,12 @@ def test_cli_v2_examples_render_to_the_job_azure_ml_would_run(project: Path, fix
     for key in ("display_name", "experiment_name", "description", "services", "limits", "outputs"):
         assert rendered.get(key) == original.get(key), key
     # The code folder is the original's, now named relative to the project root.
-    source = project / "imports" / "cliv2" / fixture
-    original_code = source.parent / yaml.safe_load(source.read_text())["code"]
-    assert (project / drafts[0].run["code"]).resolve() == original_code.resolve()
+    source = project / "imports" / fixture
+    code = yaml.safe_load(source.read_text()).get("code")
+    if code is None:
+        assert "code" not in drafts[0].run
+    else:
+        assert (project / drafts[0].run["code"]).resolve() == (source.parent / code).resolve()
 
 
 def test_an_azureml_reference_to_a_stack_environment_maps_to_its_name(project: Path, tmp_path: Path) -> None:
@@ -143,14 +153,21 @@ def test_an_azureml_reference_to_a_stack_environment_maps_to_its_name(project: P
 
 
 def test_inline_and_build_environments_become_stack_environments(project: Path) -> None:
-    (health,) = _import(project, "cliv2/best-practices/largescale-deep-learning/Debugging/Compute/health_job.yaml",
+    (health,) = _import(project, "corpus/best-practices/largescale-deep-learning/Debugging/Compute/health_job.yaml",
                         compute="gpu-cluster")
     assert health.environments == [
         {"name": "health_job-env", "version": "1", "image": "mcr.microsoft.com/aznhc/aznhc-nv"}]
     assert health.run["environment"] == "health_job-env"
-    (deepspeed,) = _import(project, "cliv2/deepspeed/deepspeed-training/job.yml", compute="gpu-cluster")
+    (deepspeed,) = _import(project, "corpus/cli/jobs/deepspeed/deepspeed-training/job.yml", compute="gpu-cluster")
     assert deepspeed.environments == [{"name": "deepspeed-training-env", "version": "1",
-                                       "build": {"path": "imports/cliv2/deepspeed/deepspeed-training/docker-context"}}]
+                                       "build": {"path": "imports/corpus/cli/jobs/deepspeed/deepspeed-training/"
+                                                          "docker-context"}}]
+
+
+def test_template_values_are_left_as_placeholders(project: Path) -> None:
+    (draft,) = _import(project, "corpus/cli/jobs/nebulaml/cifar10_deepspeed/job.yml")
+    assert sorted((p.key, p.line) for p in draft.placeholders) == [("compute", 18), ("environment", 8)]
+    assert "< your environment name >" in draft.placeholders[0].why + draft.placeholders[1].why
 
 
 def test_local_data_is_left_as_a_placeholder(project: Path) -> None:
@@ -362,7 +379,7 @@ def test_bad_job_files_exit_2_naming_the_file(project: Path, case: str, capsys: 
 
 
 def test_two_imported_runs_of_one_name_are_a_collision(project: Path) -> None:
-    job = "cliv2/single-step/pytorch/cifar-distributed/job.yml"
+    job = "corpus/cli/jobs/single-step/pytorch/cifar-distributed/job.yml"
     ctx = Context(root=project, stack=load_stack("test", project))
     with pytest.raises(ImportInputError, match="also imported from"):
         import_files([project / "imports" / job, project / "imports" / job], ctx)
@@ -371,7 +388,7 @@ def test_two_imported_runs_of_one_name_are_a_collision(project: Path) -> None:
 def test_flags_that_name_nothing_in_the_stack_are_bad_input(project: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(project)
-    job = "imports/cliv2/single-step/pytorch/cifar-distributed/job.yml"
+    job = "imports/corpus/cli/jobs/single-step/pytorch/cifar-distributed/job.yml"
     assert main(["import", job, "--stack", "test", "--compute", "nope"]) == 2
     assert "--compute 'nope' is not a cluster of stack 'test'" in capsys.readouterr().err
     assert main(["import", job, "--write"]) == 2
@@ -494,7 +511,7 @@ def test_every_example_imports_and_plans_in_one_stack(project: Path, tmp_path: P
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "copy"
     shutil.copytree(project, root, symlinks=True)
-    sources = [f"imports/v1/{f}" for f in V1] + [f"imports/cliv2/{f}" for f in CLI_V2] + [
+    sources = [f"imports/v1/{f}" for f in V1] + [f"imports/{f}" for f in CLI_V2] + [
         "imports/v2/tensorflow_mnist_distributed.py"]
     monkeypatch.chdir(root)
     code = main(["import", *sources, "--stack", "test", "--compute", "gpu-cluster", "--write"])

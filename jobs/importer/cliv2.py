@@ -152,7 +152,7 @@ def environment(ctx: Context, draft: Draft, source: Source, given: Any, line: in
             raise ImportInputError(f"environment {given!r}: no environment file at {path}", file=draft.file, line=line)
         return inline_environment(ctx, draft, env_source, _plain(document), line, run_name, was=given)
     if isinstance(given, str):
-        return map_environment_reference(ctx, draft, given)
+        return map_environment_reference(ctx, draft, given, line)
     if isinstance(given, dict):
         return inline_environment(ctx, draft, source, given, line, run_name, was="inline environment")
     if ctx.environment:

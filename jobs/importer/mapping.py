@@ -85,10 +85,16 @@ def map_compute(ctx: Context, draft: Draft, raw: Any, line: int) -> str:
                        f"pass --compute with one of {', '.join(ctx.clusters)} or add {name!r} to the stack")
 
 
-def map_environment_reference(ctx: Context, draft: Draft, reference: str) -> str:
-    """A stack environment's name for an Azure ML reference, when the stack has it; else the reference."""
+def map_environment_reference(ctx: Context, draft: Draft, reference: str, line: int | None = None) -> str:
+    """A stack environment's name for an Azure ML reference, when the stack has it; else the reference. A bare
+    name the stack does not declare (``< your environment name >`` in a template) is left as a placeholder."""
     if ctx.environment:
         return _override_environment(ctx, draft, reference)
+    known = [e.name for e in ctx.stack.config.environments] if ctx.stack else []
+    if ctx.stack and not reference.startswith(("azureml:", "file:")) and reference not in known:
+        return draft.leave("environment", line or draft.line, f"environment {reference!r} is not in stack "
+                           f"{ctx.stack.name!r}", f"pass --environment with one of {', '.join(known) or 'none'} "
+                           "or an azureml: reference")
     for env in ctx.stack.config.environments if ctx.stack else []:
         if env.asset_id == reference:
             return env.name
