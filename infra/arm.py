@@ -42,7 +42,7 @@ class ArmError(Exception):
 class ArmReader:
     """GETs against ARM with one credential (read-only by construction: there is no other verb)."""
 
-    def __init__(self, credential: TokenCredential, *, transport: HttpTransport | None = None,
+    def __init__(self, credential: TokenCredential, *, transport: HttpTransport[Any, Any] | None = None,
                  endpoint: str = MANAGEMENT, retries: int = 2) -> None:
         self.endpoint = endpoint
         policies = [
@@ -85,7 +85,7 @@ class ArmReader:
         return json.loads(text) if text else {}
 
 
-def public_ip(*, transport: HttpTransport | None = None, url: str = "https://api.ipify.org?format=json") -> str:
+def public_ip(*, transport: HttpTransport[Any, Any] | None = None, url: str = "https://api.ipify.org?format=json") -> str:
     """This machine's public address as a web service sees it (what a storage firewall sees)."""
     client: PipelineClient[HttpRequest, Any] = PipelineClient(url, policies=[RetryPolicy(retry_total=1)],
                                                               transport=transport)

@@ -45,7 +45,16 @@ ALL = "all"
 PROFILE = "profile"
 PROFILES = ("default", "strict")
 STRICT_CONFIG = Path(__file__).with_name("strict.json")
-"""The shipped pack config of the strict profile (the prod stack's gate uses it)."""
+"""The shipped pack config of the strict profile."""
+
+
+def default_path(root: Path, stack: str) -> Path:
+    """The pack config ``amlgpu plan --stack STACK`` reads unless told otherwise: the platform owners'
+    ``policies/config.<stack>.json`` when it exists (prod's selects the strict profile), else
+    :data:`DEFAULT_PATH`. Both live under ``policies/``, which CODEOWNERS gives the platform owners:
+    a stack file cannot choose a laxer gate for itself."""
+    per_stack = root / DEFAULT_PATH.with_name(f"config.{stack}.json")
+    return per_stack if per_stack.is_file() else root / DEFAULT_PATH
 
 
 @dataclass(frozen=True)

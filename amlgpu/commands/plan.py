@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
     parser.add_argument("--policy-config", type=Path,
                         help="policy pack config (JSON): enforcement, parameters, platform waivers "
-                        "(default: policies/config.json when the project has one)")
+                        "(default: policies/config.<stack>.json, else policies/config.json, when the project has one)")
     parser.add_argument("--base", metavar="DIR_OR_GIT_REF",
                         help="compare with a base: an earlier plan folder, or a git ref planned in a temporary "
                         "worktree with its own code; writes diff.json and a diff section atop policy.md")
@@ -78,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     pack_config = None
-    from policies.packconfig import DEFAULT_PATH, load
+    from policies.packconfig import default_path, load
 
-    config_path = args.policy_config or (stack.root / DEFAULT_PATH)
+    config_path = args.policy_config or default_path(stack.root, stack.name)
     if args.policy_config or config_path.is_file():
         pack_config = load(config_path)
     prices = _prices(args.prices)
