@@ -85,7 +85,9 @@ class ArmReader:
         return json.loads(text) if text else {}
 
 
-def public_ip(*, transport: HttpTransport[Any, Any] | None = None, url: str = "https://api.ipify.org?format=json") -> str:
+def public_ip(
+    *, transport: HttpTransport[Any, Any] | None = None, url: str = "https://api.ipify.org?format=json"
+) -> str:
     """This machine's public address as a web service sees it (what a storage firewall sees)."""
     client: PipelineClient[HttpRequest, Any] = PipelineClient(url, policies=[RetryPolicy(retry_total=1)],
                                                               transport=transport)

@@ -99,8 +99,8 @@ def render(current: str | None = None) -> str:
         "- **Profiles**: hygiene rules (marked *hygiene* below) are advisory by default: they are good practice, "
         "not a promise that the run fails, wastes GPUs or is insecure. `{\"profile\": \"strict\"}` in the pack "
         "config makes them mandatory (the file `policies/strict.json`; the prod gate uses it through "
-        "`policies/config.prod.json`, which `amlgpu plan --stack prod` reads by default). A rule's own entry wins over `all`, "
-        "and both over the profile.",
+        "`policies/config.prod.json`, which `amlgpu plan --stack prod` reads by default). A rule's own entry "
+        "wins over `all`, and both over the profile.",
         "- **Unknown is not missing**: what an environment contains comes from an evidence table "
         "(`infra/environment-capabilities.yaml`, with its sources), the build context's `FROM` and install lines "
         "and the declared `provides`. A capability rule blocks only what is known to be absent; what cannot be "

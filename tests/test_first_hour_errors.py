@@ -110,13 +110,13 @@ CASES = [
     )),
     Case("token-as-a-list-input", edit(("      compute: gpu-a100\n", f"      compute: gpu-a100\n      inputs:\n"
                                                                   f"        hf_token: [{TOKEN}]\n")), (
-        "Pulumi.t.yaml:20:9  aml-gpu-training:jobs[0].inputs.hf_token  expected a whole number or a number or a "
-        "string or a mapping (key: value) (got a list of 1 item)",
+        "Pulumi.t.yaml:20:9  aml-gpu-training:jobs[0].inputs.hf_token  expected true or false or a whole number "
+        "or a number or a string or a mapping (key: value) (got a list of 1 item)",
     )),
     Case("dangling-references", edit(("      environment: acpt-pytorch\n      compute: gpu-a100\n",
                                       "      environment: acpt\n      compute: gpu-h100\n")), (
         "Pulumi.t.yaml:17:7  aml-gpu-training:jobs[0].environment  run 'ddp': unknown environment 'acpt'; known: "
-        "acpt-pytorch (or give a full azureml: reference)",
+        "acpt-pytorch (or give a full azureml: reference, file: or an inline environment)",
         "Pulumi.t.yaml:18:7  aml-gpu-training:jobs[0].compute  run 'ddp': unknown cluster 'gpu-h100'; did you "
         "mean 'gpu-a100'?",
     )),
@@ -127,7 +127,7 @@ CASES = [
                "      environment: acpt\n      compute: gpu-h100\n")), (
         "Pulumi.t.yaml:9:7  aml-gpu-training:clusters[1].name  duplicate name 'GPU-A100'",
         "Pulumi.t.yaml:20:7  aml-gpu-training:jobs[0].environment  run 'ddp': unknown environment 'acpt'; known: "
-        "acpt-pytorch (or give a full azureml: reference)",
+        "acpt-pytorch (or give a full azureml: reference, file: or an inline environment)",
         "Pulumi.t.yaml:21:7  aml-gpu-training:jobs[0].compute  run 'ddp': unknown cluster 'gpu-h100'; did you "
         "mean 'gpu-a100'?",
     )),
@@ -160,10 +160,10 @@ CASES = [
         "Pulumi.t.yaml:16:7  aml-gpu-training:jobs[0].command  expected a string (got a list of 2 items)",
     )),
     Case("missing-keys", edit(("      size: Standard_ND96asr_v4\n      max_instances: 2\n", ""),
-                              ("      code: src\n", "")), (
+                              ("      command: python train.py --epochs 1\n", "")), (
         "Pulumi.t.yaml:6:7  aml-gpu-training:clusters[0].size  required key is missing",
         "Pulumi.t.yaml:6:7  aml-gpu-training:clusters[0].max_instances  required key is missing",
-        "Pulumi.t.yaml:12:7  aml-gpu-training:jobs[0].code  required key is missing",
+        "Pulumi.t.yaml:12:7  aml-gpu-training:jobs[0].command  required key is missing",
     )),
 ]
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +126,9 @@ def test_an_id_in_another_subscription_stops_the_plan_naming_the_key(
     monkeypatch.chdir(make_project(tmp_path / "project", config))
     assert main(["plan", "--stack", "test", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: Pulumi.test.yaml: {NS}:{key}: subscription ") and err.count("\n") == 1
+    first, summary = err.splitlines()
+    assert re.match(rf"Pulumi\.test\.yaml:\d+:\d+  {re.escape(NS)}:{re.escape(key)}  subscription ", first), first
+    assert summary == "error: 1 problem in Pulumi.test.yaml"
     assert OTHER in err and ("workspace's subscription" in err or "deployment subscription" in err)
     assert not (tmp_path / "out").exists()
 
@@ -145,7 +148,7 @@ def test_pinned_subscription_must_be_a_guid(tmp_path: Path, monkeypatch: pytest.
                                             capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(make_project(tmp_path / "project", _stack("my-subscription")))
     assert main(["plan", "--stack", "test", "--out", str(tmp_path / "out")]) == 2
-    assert "azure-native:subscriptionId: expected a subscription id (a GUID)" in capsys.readouterr().err
+    assert "azure-native:subscriptionId  expected a subscription id (a GUID)" in capsys.readouterr().err
 
 
 def test_pulumi_up_compares_with_the_subscription_it_deploys_to(
