@@ -18,7 +18,7 @@ from azure.identity import EnvironmentCredential
 
 from amlgpu.cli import build_parser, main
 from amlgpu.commands import preflight as command
-from model.preflight import _allowed, demand
+from amlgpu.preflight import _allowed, demand
 from model.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.replay_http import RecordedToken, Replay, transport

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         for line in findings_text(result.report, stack.file.display, stack.file.line_of):
             print(line, file=sys.stderr)
     else:
-        from model.preflight import render_offline
+        from amlgpu.preflight import render_offline
 
         print(result.render_text(out))
         print("\n".join(render_offline(stack.config)))
@@ -183,7 +183,7 @@ class PlanResult:
 
     def preflight(self) -> dict[str, Any]:
         """The preflight's offline half (``amlgpu preflight``): vCPU demand per family, permissions needed."""
-        from model.preflight import offline
+        from amlgpu.preflight import offline
 
         subscription = self.stack.file.config.get("azure-native:subscriptionId")
         return offline(self.stack.config, self.stack.name, subscription if isinstance(subscription, str) else None)

@@ -61,7 +61,7 @@ def subscription_of(stack: LoadedStack, given: str | None, environ: dict[str, st
 
 def run(args: argparse.Namespace, *, credential: Any = None, transport: Any = None) -> int:
     """The command; tests hand in a ``credential`` and a replaying ``transport``, users get the defaults."""
-    from model import preflight
+    from amlgpu import preflight
 
     stack = load_stack(args.stack)
     subscription = subscription_of(stack, args.subscription)
@@ -95,8 +95,8 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
           transport: Any) -> tuple[list[Any], str | None]:
     from azure.core.exceptions import ClientAuthenticationError
 
+    from amlgpu import preflight
     from infra.arm import SCOPE, ArmError, ArmReader, public_ip
-    from model import preflight
 
     if not subscription:
         reason = f"no subscription: set {SUBSCRIPTION_KEY}, AZURE_SUBSCRIPTION_ID or --subscription"
