@@ -148,7 +148,8 @@ def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
     if config.workspace.public_network_access == "Disabled":
         identities.append(config.workspace.image_build_compute.name)
     builds = sorted(e.name for e in config.environments if e.build is not None)
-    grants = [f"AcrPull and Storage Blob Data Contributor for the identities of clusters {', '.join(identities)}"
+    grants = [f"Storage Blob Data Contributor for the identities of clusters {', '.join(identities)} (Azure ML grants "
+              "their AcrPull on the workspace registry itself)"
               ] if identities else []
     uai = config.workspace.primary_user_assigned_identity
     if uai:
