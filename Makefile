@@ -46,9 +46,11 @@ test: $(DEV)
 	$(BIN)/pytest -n $(WORKERS)
 
 ## typecheck: mypy --strict over the program, the CLI and the packages, then the training scripts
+# (their cache stays out of jobs/workloads/: that folder is a code snapshot runs upload and tests copy)
 typecheck: $(DEV)
 	$(BIN)/mypy __main__.py amlgpu model infra jobs policies
-	cd jobs/workloads && ../../$(BIN)/mypy --config-file ../../pyproject.toml --explicit-package-bases *.py
+	cd jobs/workloads && ../../$(BIN)/mypy --config-file ../../pyproject.toml --cache-dir ../../.mypy_cache/workloads \
+		--explicit-package-bases *.py
 
 lint: $(DEV)
 	$(BIN)/ruff check .
@@ -66,4 +68,4 @@ bench: $(DEV)
 	$(BIN)/python bench/plan_bench.py
 
 clean:
-	rm -rf build .pytest_cache .ruff_cache
+	rm -rf build .pytest_cache .ruff_cache .mypy_cache

@@ -296,7 +296,7 @@ def write_project(folder: Path, config: dict[str, Any], stack: str = STACK) -> P
         shutil.copy(ROOT / name, folder / name)
     for name in ("environments", "jobs/workloads"):
         if not (folder / name).exists():
-            shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
     (folder / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     return folder
 

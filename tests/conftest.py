@@ -47,7 +47,7 @@ def copy_project_folders(folder: Path) -> None:
     """Copy :data:`PROJECT_FOLDERS` into ``folder`` (those it lacks)."""
     for name in PROJECT_FOLDERS:
         if not (folder / name).exists():
-            shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
 
 
 @pytest.fixture(scope="session", autouse=True)

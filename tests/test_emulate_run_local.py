@@ -112,7 +112,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "aml-gpu-training:jobs": RUNS,
     }
     (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
-    shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
     (root / "src" / "await_file.py").write_text(
         "import pathlib, sys, time\n"
         "deadline = time.monotonic() + 60\n"
