@@ -168,8 +168,13 @@ def test_plan_writes_into_an_empty_out_folder(project: Path, capsys: pytest.Capt
 # ------------------------------------------------------------------------------------------------ real signals
 
 
+# The child takes over SIGINT as the console script does (``interrupts.install``), rather than relying on
+# Python's default handler: a parent may hand SIGINT down ignored (bash does for a command started with
+# ``&`` in a script), and Python keeps an inherited SIG_IGN, so the signal would never arrive.
 SLOW_WRITER = """
 import sys, time
+from amlgpu import interrupts
+interrupts.install()
 import amlgpu.commands.plan as plan
 from amlgpu import artifacts
 
@@ -183,8 +188,15 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def _as_a_background_job() -> None:
+    """Start the child with SIGINT ignored, as bash starts ``cmd &`` in a script: the harshest parent, and
+    the same for every run of the suite whatever started it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _start(project: Path, command: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_a_background_job)
 
 
 def _wait_for(condition: Callable[[], Any], process: subprocess.Popen[str], timeout: float = 120) -> None:
