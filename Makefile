@@ -19,13 +19,18 @@ $(BIN)/python:
 	# pip 23's resolver fails on this dependency set: upgrade it first.
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# setuptools says "Editable installation ... folders with the same name as your package may take
+# precedence" for every editable install of a flat layout (ours is fixed: amlgpu/, model/, infra/...
+# at the root); it is information, not a problem, so the one place that installs filters it.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e
+
 $(RUNTIME): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(EDITABLE) .
 	@touch $@
 
 $(DEV): pyproject.toml $(RUNTIME)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(EDITABLE) '.[dev]'
 	@touch $@
 
 install: $(RUNTIME)

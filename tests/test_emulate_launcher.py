@@ -185,3 +185,36 @@ def test_no_process_of_the_run_survives_it_even_in_a_session_of_its_own(
     finally:
         if not gone(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+# What libstdc++ prints when std::terminate runs with no exception (a joinable std::thread destroyed),
+# then SIGABRT: a torch.distributed backend torn down during interpreter exit does this.
+ABORT_AT_EXIT = ("import os, sys; print('[rank1] done', flush=True); "
+                 "sys.stderr.write('terminate called without an active exception\\n'); sys.stderr.flush(); os.abort()")
+
+
+def test_an_abort_at_exit_is_explained_under_the_table(tmp_path: Path) -> None:
+    result, out = launch(tmp_path, py("rank 0", "import time; time.sleep(0.5)"), py("rank 1", ABORT_AT_EXIT))
+    assert (result.outcome, result.exit_code, result.first_failure) == ("failed", 134, "rank 1")
+    assert "[rank 1] terminate called without an active exception" in out
+    assert result.notes == (
+        "rank 1: aborted at exit (SIGABRT): the torch.distributed process group was torn down while the interpreter "
+        "exited, with the backend's threads still running (pytorch/pytorch#190489). Call "
+        "torch.distributed.destroy_process_group() once the script's last collective is done, in every process "
+        "(PyTorch docs, torch.distributed 'Shutdown'); on Azure ML the same abort fails the job after training "
+        "has finished",
+    )
+    assert result.summary().splitlines()[-1] == f"note: {result.notes[0]}"
+
+
+@pytest.mark.parametrize(("case", "code", "timeout_s"), [
+    ("the run succeeded", "print('terminate called without an active exception')", None),
+    ("the run timed out", "print('terminate called without an active exception', flush=True); "
+                          "import time; time.sleep(60)", 1.0),
+    ("another failure", "import sys; sys.exit(3)", None),
+])
+def test_no_note_where_the_signature_explains_nothing(tmp_path: Path, case: str, code: str,
+                                                      timeout_s: float | None) -> None:
+    result, _ = launch(tmp_path, py("rank 0", code), timeout_s=timeout_s)
+    assert result.notes == ()
+    assert "note:" not in result.summary()

@@ -84,6 +84,8 @@ class RunResult:
     wall_s: float
     first_failure: str | None = None
     """The label of the process whose failure stopped the run."""
+    notes: tuple[str, ...] = ()
+    """What known signatures in the output say of a failed run (:mod:`jobs.emulate.diagnose`)."""
 
     def summary(self) -> str:
         """The closing table: one row per process (per rank under MPI), then the verdict."""
@@ -99,6 +101,7 @@ class RunResult:
             "interrupted": "interrupted",
         }[self.outcome]
         rows.append(f"run {verdict} (exit {self.exit_code}) in {self.wall_s:.1f}s")
+        rows.extend(f"note: {note}" for note in self.notes)
         return "\n".join(rows)
 
 

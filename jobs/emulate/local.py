@@ -20,11 +20,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
 
+from jobs.emulate.diagnose import Diagnosis
 from jobs.emulate.launcher import (
     EXIT_INTERRUPTED,
     EXIT_TIMEOUT,
@@ -232,8 +233,10 @@ class _Console:
     status_enabled: bool
     lock: threading.Lock = field(default_factory=threading.Lock)
     status: str = ""
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
 
     def line(self, label: str, text: str) -> None:
+        self.diagnosis.see(label, text)
         with self.lock:
             self._clear()
             self.out.write(f"[{label}] {text}\n")
@@ -304,7 +307,9 @@ class LocalProcessLauncher:
                 self._sweep(live, tree)
                 tree.close()
                 console.close()
-        return self._result(live, outcome, failure, stop_code, started, started_wall)
+        result = self._result(live, outcome, failure, stop_code, started, started_wall)
+        # A known signature explains a failure; after a success, a timeout or Ctrl-C it would only mislead.
+        return replace(result, notes=console.diagnosis.notes()) if result.outcome == "failed" else result
 
     @staticmethod
     def _start(spec: ProcessSpec, plan: LaunchPlan, console: _Console) -> _Live:
