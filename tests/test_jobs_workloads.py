@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -155,8 +156,10 @@ def fake_cifar(path: Path, per_batch: int = 24) -> Path:
 
 
 def contract_env(**extra: str) -> dict[str, str]:
+    """A clean environment; TMPDIR is the session's (conftest), so torchrun's log folders
+    (``torchelastic_*``) and the like stay out of the machine's /tmp."""
     return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(WORKLOADS), **extra}
+            "PYTHONPATH": str(WORKLOADS), "TMPDIR": tempfile.gettempdir(), **extra}
 
 
 def metrics(stdout: str) -> list[dict[str, Any]]:
