@@ -181,3 +181,25 @@ def test_provider_facts_cover_every_type_the_program_plans(dev_resources: list[d
         for param in facts.get(r["type"], {}).get("path", []):
             if param != "virtualNetworkLinkName":  # auto-named by the provider when the program leaves it out
                 assert param in r["inputs"], (r["type"], param)
+
+
+def test_every_create_only_input_of_the_spec_replaces_its_resource(dev_resources: list[dict[str, Any]]) -> None:
+    """The force-new inputs taken from the REST specs (each with its evidence) are inputs the program sends,
+    and changing any of them is reported as a replacement."""
+    facts = json.loads((ROOT / "infra" / "replacements.json").read_text())["types"]
+    checked = []
+    for type_, fact in sorted(facts.items()):
+        assert set(fact.get("evidence", {})) == set(fact["forceNew"]) or type_.startswith("pulumi-python:"), type_
+        resource = next((r for r in dev_resources if r["type"] == type_), None)
+        if resource is None:
+            continue
+        for name in fact["forceNew"]:
+            if name not in resource["inputs"]:
+                continue
+            head = _with(dev_resources, type_, resource["name"], lambda r, n=name: r["inputs"].update({n: "changed"}))
+            (entry,) = diff(dev_resources, head, base_label="base")["resources"]
+            assert (entry["action"], entry["changes"][0].get("replaces")) == ("replace", "provider: immutable"), \
+                (type_, name)
+            checked.append(f"{type_.rsplit(':', 1)[1]}.{name}")
+    assert {"Component.applicationType", "Component.location", "Registry.location", "Workspace.location",
+            "PrivateZone.location"} <= set(checked), checked

@@ -7,6 +7,7 @@ by URL, so the paging (``NextPageLink``) is followed exactly as against the live
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import urllib.parse
@@ -52,6 +53,26 @@ def test_the_shipped_table_is_valid_dated_and_sourced() -> None:
                 assert table.price(size, region, tier) == prices.Price(**figure)
 
 
+SKYPILOT_ROWS = FIXTURES / "skypilot-catalog-azure-vms.csv"
+
+
+def test_every_figure_taken_from_the_skypilot_catalogue_is_its_recorded_row() -> None:
+    """The figures sourced from SkyPilot's catalogue agree with the rows kept as the fixture, and every
+    catalogue size those rows price in a region of the table has a figure there."""
+    with SKYPILOT_ROWS.open(newline="") as handle:
+        rows = {(r["Region"], r["InstanceType"]): float(r["Price"]) for r in csv.DictReader(handle)}
+    data = json.loads(prices.DEFAULT_TABLE.read_text())
+    taken = [(region, size, figure) for region, sizes in data["regions"].items() for size, tiers in sizes.items()
+             for tier, figure in tiers.items() if "skypilot-catalog" in figure["source"]]
+    assert len(taken) == 16
+    for region, size, figure in taken:
+        assert rows[(region, size)] == figure["usd_per_hour"], (region, size)
+    table = prices.parse(data)
+    for (region, size) in rows:
+        if region in data["regions"] and size in CATALOGUE and CATALOGUE[size].retired is None:
+            assert table.price(size, region, "dedicated") is not None, (region, size)
+
+
 def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:
     table = prices.load()
     assert table.price("Standard_ND96isr_H100_v5", "eastus2", "dedicated") is not None
@@ -59,7 +80,8 @@ def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:
     for size, region, tier in [
         ("Standard_ND96isr_H100_v5", "eastus2", "low_priority"),
         ("Standard_ND96isr_H100_v5", "westeurope", "dedicated"),
-        ("Standard_NC4as_T4_v3", "eastus2", "dedicated"),
+        ("Standard_NC4as_T4_v3", "eastus2", "low_priority"),
+        ("Standard_ND96isr_MI300X_v5", "eastus", "dedicated"),
     ]:
         assert table.price(size, region, tier) is None
 
