@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs.emulate import devices, mpi
+from jobs.emulate.launcher import GRACE_S
 
 
 @pytest.mark.parametrize(
@@ -55,6 +56,10 @@ def test_mpirun_line_starts_every_rank_through_the_rank_helper() -> None:
     assert argv[-6:] == (sys.executable, "-m", "jobs.emulate.mpi_rank", "/bin/bash", "-c", "python t.py")
     as_user = mpi.mpirun_argv("mpirun", ranks=1, command="x", shell="sh", forwarded=(), as_root=False)
     assert "--allow-run-as-root" not in as_user
+
+
+def test_mpirun_gives_torn_down_ranks_the_launchers_grace_period() -> None:
+    assert mpi.OPEN_MPI_DEFAULTS["OMPI_MCA_odls_base_sigkill_timeout"] == "3" == f"{GRACE_S:g}"
 
 
 def test_rank_results_come_from_the_files_ranks_leave(tmp_path: Path) -> None:

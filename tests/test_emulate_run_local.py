@@ -245,7 +245,11 @@ def test_a_failing_rank_stops_the_whole_run_within_seconds(project: Path, run: s
     assert result.returncode == 7, result.stdout + result.stderr
     assert "run failed: rank 2 exited 7 first (exit 7)" in result.stderr
     summary = {m.group(1): m.group(2) for m in re.finditer(r"^\s+(rank \d)\s+\S+\s+(\w+)", result.stderr, re.M)}
-    assert summary == {"rank 0": "stopped", "rank 1": "stopped", "rank 2": "failed", "rank 3": "stopped"}
+    # mpirun tears the other ranks down itself (SIGTERM, SIGKILL after the grace period): a rank whose helper
+    # was not scheduled in time to record how it ended (a loaded machine) is reported "killed".
+    torn_down = {"stopped"} if run == "fail" else {"stopped", "killed"}
+    assert summary.pop("rank 2") == "failed"
+    assert sorted(summary) == ["rank 0", "rank 1", "rank 3"] and set(summary.values()) <= torn_down, summary
     pids = [int(p.read_text()) for p in (workdir(result) / "outputs" / "pids").glob("*.pid")]
     assert len(pids) == 4 and all(gone(pid) for pid in pids)
 

@@ -21,6 +21,8 @@ stopped once every worker had succeeded."""
 Outcome = Literal["ok", "failed", "timeout", "interrupted"]
 
 EXIT_TIMEOUT = 124
+GRACE_S = 3.0
+"""Seconds a stopped process has between SIGTERM and SIGKILL (mpirun's ranks too: see jobs.emulate.mpi)."""
 EXIT_INTERRUPTED = 130
 
 
@@ -72,7 +74,7 @@ class LaunchPlan:
     processes: tuple[ProcessSpec, ...]
     cwd: Path
     timeout_s: float | None = None
-    grace_s: float = 3.0
+    grace_s: float = GRACE_S
     """Between SIGTERM and SIGKILL when the run is stopped."""
 
 

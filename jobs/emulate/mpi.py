@@ -10,6 +10,7 @@ rank's exit status for the summary.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from jobs.emulate.contract import EMULATOR_PREFIX
-from jobs.emulate.launcher import ProcessResult, RankFanout, State
+from jobs.emulate.launcher import GRACE_S, ProcessResult, RankFanout, State
 
 INSTALL_HINT = (
     "install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin; macOS: brew install open-mpi; "
@@ -78,6 +79,9 @@ GPUS_VAR = f"{EMULATOR_PREFIX}GPUS"
 OPEN_MPI_DEFAULTS = {
     # Containers often forbid the cross-memory attach Open MPI's shared-memory transport tries first.
     "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+    # When a rank fails, mpirun tears the others down: SIGTERM, then SIGKILL after this many seconds
+    # (Open MPI's default is 1). The ranks get the grace every other process of a stopped run gets.
+    "OMPI_MCA_odls_base_sigkill_timeout": str(math.ceil(GRACE_S)),
 }
 """Open MPI settings for running in a container, unless the user's environment sets them."""
 
