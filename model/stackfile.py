@@ -192,7 +192,15 @@ def _check_bounds(text: str, name: str) -> None:
                     "stack file: an alias bomb?",
                     file=name, key=_line_of(event),
                 )
-    except yaml.YAMLError:
+    except yaml.YAMLError as err:
+        # libyaml (0.2.5 on) stops its scanner at 1,000 open flow collections, ahead of the events this
+        # loop reads: that is nesting past the limit, not a syntax error for the (recursive) parse below.
+        if "maximum nesting depth" in str(getattr(err, "problem", "")):
+            mark = getattr(err, "problem_mark", None)
+            raise ConfigError(
+                f"nested more than {MAX_DEPTH} levels deep (the limit for a stack file)",
+                file=name, key=f"line {mark.line + 1}" if mark is not None else "line ?",
+            ) from None
         return
 
 
