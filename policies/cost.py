@@ -8,6 +8,8 @@
 
 A price the table does not have is :data:`UNKNOWN`, and so is every figure computed from it; a floor of
 zero nodes is zero whatever the price. Figures are rounded to cents (they are estimates at list price).
+Each cluster also says whether its size's series is sold in its region (:mod:`infra.availability`):
+``listed``, ``not listed`` (no list price there, and the cluster may not deploy) or ``unknown``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra import availability
 from infra.prices import HOURS_PER_MONTH, PriceTable
 from infra.prices import load as load_prices
 from jobs.resolved import ResolvedRun
@@ -54,6 +57,12 @@ class ClusterCost:
     node_usd_per_hour: float | None
     price_date: str | None
     price_source: str | None
+    listed: bool | None = None
+    """Whether the size's series is listed as sold in the region (None: unknown); see :mod:`infra.availability`."""
+
+    @property
+    def availability(self) -> str:
+        return UNKNOWN if self.listed is None else "listed" if self.listed else "not listed"
 
     @property
     def ceiling_usd_per_hour(self) -> Money:
@@ -75,6 +84,7 @@ class ClusterCost:
             "node_usd_per_hour": UNKNOWN if self.node_usd_per_hour is None else self.node_usd_per_hour,
             "ceiling_usd_per_hour": self.ceiling_usd_per_hour,
             "floor_usd_per_month": self.floor_usd_per_month,
+            "availability": self.availability,
             **({"price": {"date": self.price_date, "source": self.price_source}} if self.price_date else {}),
         }
 
@@ -160,6 +170,7 @@ def _int(value: Any) -> int:
 def cluster_costs(stack: Stack, prices: PriceTable) -> tuple[ClusterCost, ...]:
     """One entry per AmlCompute cluster of the plan (GPU clusters and the image-build cluster), by name."""
     out = []
+    regions = availability.load()
     for resource in stack.of_type(COMPUTE):
         props = get(inputs(resource), "properties.properties", {})
         if not same(get(inputs(resource), "properties.computeType", ""), "AmlCompute"):
@@ -180,6 +191,7 @@ def cluster_costs(stack: Stack, prices: PriceTable) -> tuple[ClusterCost, ...]:
             node_usd_per_hour=price.usd_per_hour if price else None,
             price_date=price.date if price else None,
             price_source=price.source if price else None,
+            listed=regions.listed(size, region),
         ))
     return tuple(sorted(out, key=lambda c: c.name))
 

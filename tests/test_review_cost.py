@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from amlgpu.review import cost_markdown
 from infra.prices import HOURS_PER_MONTH, load
 from policies.cost import UNKNOWN, estimate
 from policies.stack import Stack
@@ -107,3 +108,22 @@ def test_budget_rules_judge_only_what_the_table_prices() -> None:
     pack = {"stack-hourly-ceiling": {"max_usd_per_hour": 0}, "run-cost-ceiling": {"max_usd_per_run": 0}}
     found = _budget_findings(on_h100(min_nodes=0, region="westeurope"), pack)
     assert found == {}
+
+
+@pytest.mark.parametrize(
+    ("size", "region", "node", "sold"),
+    [
+        (H100, "eastus2", RATE, "listed"),
+        ("Standard_ND96isr_H200_v5", "eastus", UNKNOWN, "not listed"),  # Microsoft sells H200 in eastus2 only
+        ("Standard_ND128isr_GB300_v6", "eastus2", UNKNOWN, UNKNOWN),  # the regions table has no GB300 rows
+    ],
+)
+def test_each_cluster_says_whether_its_size_is_sold_in_its_region(size: str, region: str, node: Any,
+                                                                   sold: str) -> None:
+    b = on_h100(region=region)
+    b.inputs(COMPUTE, "gpu-a100")["properties"]["properties"]["vmSize"] = size
+    report = estimate(Stack(b.resources, b.runs), load())
+    cluster = next(c for c in report.to_json()["clusters"] if c["name"] == "gpu-a100")
+    assert (cluster["node_usd_per_hour"], cluster["availability"]) == (node, sold)
+    note = f"- `gpu-a100`: {size} (NDsr H200 v5-Series) is not listed for {region}"
+    assert (note in cost_markdown(report)) == (sold == "not listed")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from amlgpu.cli import main
-from tests.conftest import ROOT
+from tests.conftest import NS, ROOT, dev_config, make_project
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +72,47 @@ def test_a_bad_base_exits_2_and_writes_nothing(
     err = capsys.readouterr().err
     assert "--base" in err and message in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_the_sample_comment_in_the_gitops_guide_is_what_the_plan_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/gitops.md's sample: the prod stack after a change that raises ``h100`` to 12 nodes and moves
+    ``h200`` to H100 nodes. Every line it shows is a line of the real ``policy.md``, in order (rows it
+    shortens to ``| ... |`` aside, and the base label, which is a commit there)."""
+    project = make_project(tmp_path / "project", {}, stack="prod")
+    shipped = (ROOT / "Pulumi.prod.yaml").read_text()
+    (project / "Pulumi.prod.yaml").write_text(shipped)
+    monkeypatch.chdir(project)
+    assert main(["plan", "--stack", "prod", "--out", str(tmp_path / "base")]) == 0
+    changed = shipped.replace("size: Standard_ND96isr_H200_v5", "size: Standard_ND96isr_H100_v5", 1)
+    changed = changed.replace("    - name: h100\n      size: Standard_ND96isr_H100_v5\n      min_instances: 0\n"
+                              "      max_instances: 8\n", "    - name: h100\n      size: Standard_ND96isr_H100_v5\n"
+                              "      min_instances: 0\n      max_instances: 12\n", 1)
+    assert changed.count("max_instances: 12") == 1 and changed.count("Standard_ND96isr_H200_v5") == 0
+    (project / "Pulumi.prod.yaml").write_text(changed)
+    assert main(["plan", "--stack", "prod", "--out", str(tmp_path / "head"), "--base", str(tmp_path / "base")]) == 0
+    written = (tmp_path / "head" / "policy.md").read_text().replace(str(tmp_path / "base"), "main (<commit>)")
+    guide = (ROOT / "docs" / "gitops.md").read_text()
+    sample = guide.split("### Sample comment", 1)[1].split("````markdown\n", 1)[1].split("````", 1)[0]
+    lines = iter(written.splitlines())
+    for line in sample.splitlines():
+        if line.startswith("| ... |"):
+            continue
+        assert any(line == got for got in lines), f"not in the plan's policy.md (or out of order): {line}"
+
+
+def test_the_plan_says_when_a_clusters_size_is_not_sold_in_its_region(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """H200 nodes in eastus: Microsoft lists the ND H200 v5 series in eastus2, not eastus."""
+    config = dev_config()
+    config["azure-native:location"] = "eastus"
+    config[f"{NS}:clusters"][0]["size"] = "Standard_ND96isr_H200_v5"
+    monkeypatch.chdir(make_project(tmp_path / "project", config, stack="h200"))
+    assert main(["plan", "--stack", "h200"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert ("Not listed as sold in its region (Microsoft's products-by-region table): gpu-a100 "
+            "(Standard_ND96isr_H200_v5 in eastus)") in out
+    cost = json.loads((tmp_path / "project" / "build" / "h200" / "cost.json").read_text())
+    assert [c["availability"] for c in cost["clusters"]] == ["not listed", "unknown"]  # the image builder: a CPU size

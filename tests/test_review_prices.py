@@ -18,7 +18,7 @@ import pytest
 
 from amlgpu.cli import main
 from amlgpu.commands import prices as command
-from infra import prices
+from infra import availability, prices
 from infra.skus import CATALOGUE
 from model.errors import UserError
 from tests.conftest import ROOT
@@ -71,6 +71,66 @@ def test_every_figure_taken_from_the_skypilot_catalogue_is_its_recorded_row() ->
     for (region, size) in rows:
         if region in data["regions"] and size in CATALOGUE and CATALOGUE[size].retired is None:
             assert table.price(size, region, "dedicated") is not None, (region, size)
+
+
+AVAILABILITY = ROOT / "tests" / "fixtures" / "region-availability" / "products-by-region-gpu.json"
+
+
+def test_the_regions_table_is_derived_from_its_recorded_source() -> None:
+    """``infra/availability.json`` lists, per region, exactly the catalogue series the recorded
+    products-by-region rows list there; every series it maps a size to appears in those rows."""
+    rows = json.loads(AVAILABILITY.read_text())
+    table = availability.load()
+    mapped = set(table.series.values())
+    assert mapped <= {f for r in rows for f in r["families"]}
+    assert table.regions == {r["region"].replace("-", ""): frozenset(r["families"]) & mapped for r in rows}
+    assert set(table.series) <= set(CATALOGUE)
+
+
+@pytest.mark.parametrize(
+    ("size", "region", "listed"),
+    [
+        ("Standard_ND96isr_H200_v5", "eastus2", True),
+        ("Standard_ND96isr_H200_v5", "East US", False),  # a display name, as a stack may write it
+        ("standard_nd96isr_mi300x_v5", "eastus2", False),
+        ("Standard_ND128isr_GB300_v6", "eastus2", None),  # a series the table does not list anywhere
+        ("Standard_NC24s_v3", "eastus", None),  # retired
+        ("Standard_NC4as_T4_v3", "atlantis", None),  # a region the table does not cover
+    ],
+)
+def test_listed_answers_true_false_or_unknown(size: str, region: str, listed: bool | None) -> None:
+    assert availability.load().listed(size, region) is listed
+
+
+LOW_PRIORITY_LINES = {
+    ("eastus2", "Standard_ND96amsr_A100_v4"): {"low_priority": 6.554, "dedicated": 32.77},
+}
+"""The Linux meters quoted in the fixture README (azure-benchmark-scripts @ 1e213534, 2023-05-25)."""
+
+
+def test_every_current_catalogue_size_sold_in_a_region_of_the_table_has_a_dedicated_price_there() -> None:
+    """Coverage of the shipped table: in each of its regions, a current catalogue size has a pay-as-you-go
+    figure unless Microsoft does not list its series there. The sizes left are the ones no recorded
+    source prices; the list is exact, so a figure added (or lost) must update it."""
+    table = prices.load()
+    sold = availability.load()
+    readme = (FIXTURES / "README.md").read_text()
+    for (region, size), tiers in LOW_PRIORITY_LINES.items():
+        for tier, value in tiers.items():
+            assert table.price(size, region, tier).usd_per_hour == value  # type: ignore[union-attr]
+        assert f"| {size} |        {tiers['low_priority']}  | {region}" in readme
+    unpriced = {
+        (region, size)
+        for region in table.regions
+        for size, sku in CATALOGUE.items()
+        if sku.retired is None and table.price(size, region, "dedicated") is None
+        and sold.listed(size, region) is not False
+    }
+    assert unpriced == {
+        ("eastus", "Standard_ND128isr_NDR_GB200_v6"),
+        ("eastus", "Standard_ND128isr_GB300_v6"),
+        ("eastus2", "Standard_ND128isr_GB300_v6"),
+    }
 
 
 def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:
