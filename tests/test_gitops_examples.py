@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
+from infra import availability
 from model.config import from_stackfile
 from model.stackfile import read
 from tests.conftest import NS, ROOT, make_project
@@ -53,6 +54,18 @@ def test_example_stack_plans_offline_without_a_mandatory_failure(
     assert sorted(set(summary["runs"]) - generated) == sorted(run["name"] for run in declared)
     for run in summary["runs"]:
         assert (project / "build" / stack / "jobs" / f"{run}.yml").is_file()
+
+
+@pytest.mark.parametrize("path", [*EXAMPLES, *sorted(ROOT.glob("Pulumi.*.yaml"))],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_shipped_stack_uses_gpu_sizes_microsoft_sells_in_its_region(path: Path) -> None:
+    """What we ship as a model to copy must deploy: no cluster on a size whose series Microsoft's
+    products-by-region table leaves out of the stack's region (``infra/availability.json``)."""
+    config = from_stackfile(read(path), ROOT)
+    sold = availability.load()
+    for cluster in config.clusters:
+        region = config.workspace_location
+        assert sold.listed(cluster.size, region) is True, (cluster.name, cluster.size, region)
 
 
 def test_teams_do_not_collide() -> None:
