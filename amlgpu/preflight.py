@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from infra import skus
 from infra.arm import ArmError, ArmReader
+from infra.naming import arm_region
 from model.config import StackConfig
 
 Status = Literal["OK", "PROBLEM", "UNKNOWN"]
@@ -108,16 +109,11 @@ def _family_key(family: str | None) -> str:
     return re.sub(r"[^a-z0-9]", "", (family or "").lower())
 
 
-def region(name: str) -> str:
-    """A region as the APIs spell it in paths and filters (``westeurope``)."""
-    return name.lower().replace(" ", "")
-
-
 def demand(config: StackConfig) -> list[Demand]:
     """The vCPU demand per (family, tier, region), largest first; a size of unknown family stands alone."""
-    home = region(config.workspace_location)
+    home = arm_region(config.workspace_location)
     rows: list[tuple[str | None, str, str, ClusterDemand]] = [
-        (c.sku.family, c.tier, region(c.location) if c.location else home,
+        (c.sku.family, c.tier, arm_region(c.location) if c.location else home,
          ClusterDemand(c.name, c.size, c.max_instances, c.sku.vcpus)) for c in config.clusters
     ]
     if config.workspace.public_network_access == "Disabled":
@@ -232,7 +228,7 @@ class Context:
 
     @property
     def location(self) -> str:
-        return region(self.config.workspace_location)
+        return arm_region(self.config.workspace_location)
 
     @property
     def regions(self) -> list[str]:
@@ -273,7 +269,7 @@ def check_sizes(ctx: Context) -> list[Check]:
             out.append(_unknown("size offered", err, f"the resource SKUs of {where}"))
             continue
         for cluster in ctx.config.clusters:
-            if (region(cluster.location) if cluster.location else ctx.location) != where:
+            if (arm_region(cluster.location) if cluster.location else ctx.location) != where:
                 continue
             out.append(_size_offered(cluster.name, cluster.size, offered.get(cluster.size.lower()), where))
     return out

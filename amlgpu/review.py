@@ -354,13 +354,12 @@ def cost_markdown(cost: CostReport, change: Mapping[str, Any] | None = None) -> 
             bound = f"{r.timeout_s / 3600:g} h" if r.timeout_s else "no timeout"
             ceiling = UNBOUNDED if r.ceiling_usd == UNBOUNDED else _money(r.ceiling_usd)
             lines.append(f"| `{r.name}` | {r.cluster} | {r.nodes} | {_money(r.usd_per_hour)} | {ceiling} ({bound}) |")
-    unsold = [c for c in cost.clusters if c.listed is False]
-    if unsold:
+    if cost.not_listed:
         regions = availability.load()
         lines += [""] + [
             f"- `{c.name}`: {c.size} ({regions.series_of(c.size)}) is not listed for {c.region} in Microsoft's "
             f"products-by-region table ({regions.date}): it has no list price there and the cluster may not "
-            "deploy (`amlgpu preflight` asks the subscription)." for c in unsold]
+            "deploy (`amlgpu preflight` asks the subscription)." for c in cost.not_listed]
     dated = sorted({f"{c.size} in {c.region}: {c.price_date}" for c in cost.clusters if c.price_date})
     lines += ["", "Prices: Linux list prices from the pricing table (`infra/prices.json`, Azure Retail Prices API"
               + (f"; {'; '.join(dated)}" if dated else "") + "). *unknown*: the table has no price for that size, "

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from infra.naming import arm_region
+
 TABLE = Path(__file__).with_name("availability.json")
 
 
@@ -35,7 +37,7 @@ class Availability:
     def listed(self, size: str, region: str) -> bool | None:
         """Whether ``size``'s series is listed as generally available in ``region``; None when unknown."""
         series = self.series_of(size)
-        offered = self.regions.get(region.lower().replace(" ", ""))
+        offered = self.regions.get(arm_region(region))
         if series is None or offered is None:
             return None
         return series in offered

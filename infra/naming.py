@@ -14,6 +14,12 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 
+def arm_region(name: str) -> str:
+    """A region as ARM and the pricing API spell it (``westeurope``), from either spelling a stack may use
+    (``westeurope`` or the display name ``West Europe``)."""
+    return name.lower().replace(" ", "")
+
+
 @dataclass(frozen=True)
 class NamingRule:
     what: str

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.naming import arm_region
 from infra.skus import CATALOGUE
 
 DEFAULT_TABLE = Path(__file__).with_name("prices.json")
@@ -74,7 +75,7 @@ class PriceTable:
 
     def price(self, size: str, region: str, tier: str) -> Price | None:
         """The figure for one node of ``size`` in ``region`` on ``tier``; None when the table has none."""
-        return self._entries.get((region.lower().replace(" ", ""), size.lower(), tier))
+        return self._entries.get((arm_region(region), size.lower(), tier))
 
     @property
     def regions(self) -> list[str]:

@@ -137,6 +137,11 @@ class CostReport:
         """The ceiling of the clusters the table prices: a lower bound when some price is unknown."""
         return _usd(sum(c.ceiling_usd_per_hour for c in self.clusters if isinstance(c.ceiling_usd_per_hour, float)))
 
+    @property
+    def not_listed(self) -> tuple[ClusterCost, ...]:
+        """The clusters whose size's series Microsoft does not list in their region (no price, may not deploy)."""
+        return tuple(c for c in self.clusters if c.listed is False)
+
     def cluster(self, name: str) -> ClusterCost | None:
         return next((c for c in self.clusters if c.name == name), None)
 

@@ -223,7 +223,7 @@ class PlanResult:
             stack_cost = self.cost.to_json()["stack"]
             text += (f"\nCost at list price: {stack_cost['ceiling_usd_per_hour']} USD/h with every cluster at max "
                      f"nodes, {stack_cost['floor_usd_per_month']} USD/month idle floor (cost.json).")
-            unsold = [f"{c.name} ({c.size} in {c.region})" for c in self.cost.clusters if c.listed is False]
+            unsold = [f"{c.name} ({c.size} in {c.region})" for c in self.cost.not_listed]
             if unsold:
                 text += (f"\nNot listed as sold in its region (Microsoft's products-by-region table): "
                          f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
