@@ -130,32 +130,33 @@ def _bases(build_dir: Path, dockerfile: str) -> tuple[str, ...]:
     return capabilities.read_dockerfile(text).bases
 
 
-FabricSettings = tuple[tuple[str, str, str, bool], ...]
-
-
-def _baked_fabric_settings(environment: Environment | InlineEnvironment, root: Path) -> FabricSettings:
-    """Interconnect variables a build context's Dockerfile bakes into the image (see model.fabric)."""
+def _baked_fabric(environment: Environment | InlineEnvironment, root: Path) -> fabric.Baked:
+    """What a build context's Dockerfile bakes into the image for the interconnect (see model.fabric)."""
     if environment.build is None:
-        return ()
+        return fabric.Baked()
     context = resolve_inside(root, environment.build.path)
     dockerfile = resolve_inside(context, environment.build.dockerfile_path) if context else None
     if dockerfile is None:
-        return ()  # the config check refuses paths leading outside the project
+        return fabric.Baked()  # the config check refuses paths leading outside the project
     try:
-        with dockerfile.open("rb") as handle:  # a Dockerfile is small; read no more than 1 MiB of one
-            text = handle.read(1 << 20).decode("utf-8", errors="replace")
+        with dockerfile.open("rb") as handle:  # model.dockerfile reads at most 1 MiB; one byte more says "too large"
+            text = handle.read((1 << 20) + 1).decode("utf-8", errors="replace")
     except OSError:
-        return ()  # the config check reports a missing Dockerfile; nothing baked is known
-    return tuple((s.name, s.value, s.where, s.resolved) for s in fabric.from_dockerfile(text, context))
+        return fabric.Baked()  # the config check reports a missing Dockerfile; nothing baked is known
+    return fabric.baked(text, context)
 
 
 def _facts(
     *, id: str, name: str | None, source: str, caps: capabilities.Capabilities, image: str | None,
-    bases: tuple[str, ...] = (), pinned: bool, fabric_settings: FabricSettings = (),
+    bases: tuple[str, ...] = (), pinned: bool, baked: fabric.Baked | None = None,
 ) -> EnvironmentFacts:
+    baked = baked or fabric.Baked()
     return EnvironmentFacts(
         id=id, name=name, source=source, capabilities=tuple(sorted(caps.present)), pinned=pinned, image=image,
-        absent=tuple(sorted(caps.absent)), bases=bases, fabric_settings=fabric_settings,
+        absent=tuple(sorted(caps.absent)), bases=bases,
+        fabric_settings=tuple((s.name, s.value, s.where, s.resolved) for s in baked.settings),
+        fabric_files=tuple((f.path, f.content or "", f.how, f.content is not None) for f in baked.files),
+        fabric_unknowns=baked.unknowns,
     )
 
 
@@ -175,7 +176,7 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         label = env.image or f"build {env.build.path if env.build else ''}"
         return inline_environment(env), _facts(id=f"inline ({label})", name=None, source="inline", caps=caps,
                                                image=env.image, bases=bases, pinned=pinned,
-                                               fabric_settings=_baked_fabric_settings(env, root))
+                                               baked=_baked_fabric(env, root))
     declared: Environment | None = config.environment(env) or next(
         (e for e in config.environments if e.asset_id == env), None
     )
@@ -185,7 +186,7 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         pinned = declared.is_pinned and all(image_pinned(b) for b in bases)
         return declared.asset_id, _facts(id=declared.asset_id, name=declared.name, source=source,
                                          caps=declared.evidence(root), image=declared.image, bases=bases,
-                                         pinned=pinned, fabric_settings=_baked_fabric_settings(declared, root))
+                                         pinned=pinned, baked=_baked_fabric(declared, root))
     return env, _facts(id=env, name=None, source="external", caps=capabilities.of_reference(env), image=None,
                        pinned=reference_version(env) is not None)
 

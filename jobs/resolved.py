@@ -52,8 +52,13 @@ class EnvironmentFacts:
             return "present"
         return "absent" if capability in self.absent else "unknown"
     fabric_settings: tuple[tuple[str, str, str, bool], ...] = ()
-    """Interconnect variables the image bakes in (a build context's Dockerfile ``ENV`` and the
-    ``/etc/nccl.conf`` it writes): (name, value, where, resolved), see :mod:`model.fabric`."""
+    """Interconnect variables the image bakes in (a build context's Dockerfile ``ENV``): (name, value,
+    where, resolved), see :mod:`model.fabric`."""
+    fabric_files: tuple[tuple[str, str, str, bool], ...] = ()
+    """NCCL and Open MPI configuration files the image holds (written by ``RUN``, copied from the build
+    context): (path, content, how, content known), see :mod:`model.fabric`."""
+    fabric_unknowns: tuple[str, ...] = ()
+    """Build steps that may write those files but cannot be followed (``eval`` of an unknown string...)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,9 @@ class ResolvedRun:
             props["environment"][key] = list(getattr(self.environment, key))
         for key in ("code_findings", "defaults", "missing_scripts"):
             props[key] = list(getattr(self, key))
-        props["environment"]["fabric_settings"] = [list(s) for s in self.environment.fabric_settings]
+        for key in ("fabric_settings", "fabric_files"):
+            props["environment"][key] = [list(s) for s in getattr(self.environment, key)]
+        props["environment"]["fabric_unknowns"] = list(self.environment.fabric_unknowns)
         return props
 
     @classmethod
@@ -108,7 +115,9 @@ class ResolvedRun:
         env = {"name": None, "image": None, **props["environment"]}
         for key in ("capabilities", "absent", "bases"):
             env[key] = tuple(env.get(key) or ())
-        env["fabric_settings"] = tuple(tuple(s) for s in env.get("fabric_settings") or ())
+        for key in ("fabric_settings", "fabric_files"):
+            env[key] = tuple(tuple(s) for s in env.get(key) or ())
+        env["fabric_unknowns"] = tuple(env.get("fabric_unknowns") or ())
         nproc = props.get("launcher_nproc_per_node")
         return cls(
             name=props["name"],

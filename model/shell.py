@@ -266,6 +266,9 @@ class FileWrite:
     source: Word | None = None
     """For a copy: the file copied."""
     raw: str = ""
+    commands_before: int = 0
+    """How many of :attr:`Script.commands` started before the write (the writing command included): the
+    write is seen by the commands from that index on."""
 
 
 @dataclass(frozen=True)
@@ -367,6 +370,18 @@ class _Seg:
     """An unquoted expansion's result: subject to field splitting."""
     causes: tuple[str, ...] = ()
     variables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    """An assignment word before a command (``A=1 cmd``), or standing alone (``A=1``)."""
+
+    name: str
+    value: Word
+    append: bool
+    raw: str
+    array: bool = False
+    subscript: bool = False
 
 
 @dataclass
@@ -992,9 +1007,8 @@ class _Shell:
                stdin: str | None) -> _Result:
         where = self.where(node)
         raw = self.raw(node)
-        prefix_nodes: list[tree_sitter.Node] = []
         redirect_nodes = list(outer_redirects)
-        word_nodes: list[tree_sitter.Node] = []
+        parts: list[tree_sitter.Node] = []
         children = node.children
         for i, child in enumerate(children):
             field_name = node.field_name_for_child(i)
@@ -1003,42 +1017,88 @@ class _Shell:
             elif field_name in ("name", "argument"):
                 if child.type == "$" and i + 1 < len(children) and children[i + 1].start_byte == child.end_byte:
                     continue  # $"..." (a translated string): the string alone
-                word_nodes.append(child)
+                parts.append(child)
             elif child.type == "variable_assignment":
-                prefix_nodes.append(child)
+                parts.append(child)
         words: list[Word] = []
-        for wn in word_nodes:
-            inner = wn.named_children[0] if wn.type == "command_name" and wn.named_children else wn
-            words.extend(self.words(inner))
-        prefix: list[tuple[str, Word, bool, tree_sitter.Node]] = []
-        for pn in prefix_nodes:
-            parsed = self.assignment_parts(pn)
-            name_node = pn.child_by_field_name("name")
-            if parsed is not None and (name_node is None or name_node.type != "subscript"):
-                prefix.append(parsed)  # bash refuses `A[0]=1 cmd` ("not a valid identifier") and runs cmd
+        prefix: list[_Prefix] = []
+        for group in self.group(parts):
+            if len(group) == 1 and group[0].type == "variable_assignment":
+                if not words:
+                    parsed = self.assignment_parts(group[0])
+                    if parsed is not None:
+                        prefix.append(parsed)
+                    continue
+            elif len(group) == 1:
+                inner = group[0].named_children[0] if group[0].type == "command_name" and group[0].named_children \
+                    else group[0]
+                words.extend(self.words(inner))
+                continue
+            segs = self.joined(group)
+            group_raw = self.src(group[0].start_byte, group[-1].end_byte)
+            assignment = _as_assignment(segs) if not words else None
+            if assignment is not None:
+                name, append, value_segs = assignment
+                prefix.append(_Prefix(name, _one_word(value_segs, group_raw, self.line(group[0])), append,
+                                      group_raw, False))
+            else:
+                words.extend(_fields(segs, group_raw, self.line(group[0]), self.ifs_default()))
         redirects = tuple(self.redirect(r) for r in redirect_nodes)
         data = _stdin(redirects, stdin)
         if not words:  # assignments only: they stay in the shell
-            for pn in prefix_nodes:
-                self.assignment_node(pn, how="assign")
+            for p in prefix:
+                self.assign(p.name, p.value.value, raw=p.raw, where=where, how="append" if p.append else "assign",
+                            attributes="a" if p.array else "", append=p.append, unknown=p.value.unknown)
             return _Result("true", self.route_output("", redirects, raw, where))
-        result = self.run_words(words, prefix, redirects, data, where, raw)
+        # bash refuses `A[0]=1 cmd` ("not a valid identifier") and runs cmd
+        result = self.run_words(words, [p for p in prefix if not p.subscript], redirects, data, where, raw)
         return _Result(result.status, self.route_output(result.output, redirects, raw, where))
 
-    def run_words(self, words: list[Word], prefix: list[tuple[str, Word, bool, tree_sitter.Node]],
-                  redirects: tuple[Redirect, ...], stdin: str | None, where: Where, raw: str) -> _Result:
+    def group(self, nodes: list[tree_sitter.Node]) -> list[list[tree_sitter.Node]]:
+        """Nodes that make one shell word: the parser splits a word at a line continuation
+        (``NCCL_IB_\\<newline>DISABLE=1``) and sometimes after a name (``export A''B=1``); bash does not."""
+        groups: list[list[tree_sitter.Node]] = []
+        for n in nodes:
+            if groups and _CONTINUATION.fullmatch(self.text.src[groups[-1][-1].end_byte:n.start_byte]):
+                groups[-1].append(n)
+            else:
+                groups.append([n])
+        return groups
+
+    def joined(self, group: list[tree_sitter.Node]) -> list[_Seg]:
+        """The segments of a word the parser split into several nodes."""
+        segs: list[_Seg] = []
+        for i, n in enumerate(group):
+            if n.type == "command_name" and n.named_children:
+                n = n.named_children[0]
+            if n.type == "variable_assignment":
+                name_node = n.child_by_field_name("name")
+                value_node = n.child_by_field_name("value")
+                head = self.src(n.start_byte, value_node.start_byte if value_node is not None else n.end_byte)
+                segs.append(_literal(_unescape_word(head) if name_node is not None else head, quoted=False))
+                if value_node is not None:
+                    segs.extend(self.segments(value_node, quoted=False))
+            elif n.type == "variable_name":
+                segs.append(_literal(self.src(n.start_byte, n.end_byte), quoted=False))
+            else:
+                segs.extend(self.segments(n, quoted=False, first=i == 0))
+        return segs
+
+    def run_words(self, words: list[Word], prefix: list[_Prefix], redirects: tuple[Redirect, ...],
+                  stdin: str | None, where: Where, raw: str) -> _Result:
         env_over: dict[str, Binding] = {}
         prefix_records: list[Assignment] = []
-        for var, value, append, pn in prefix:
+        for p in prefix:
+            var, value = p.name, p.value
             full = value.value
-            if append and full is not None:
+            if p.append and full is not None:
                 previous = _single_value(self.binding(var) or ())
                 full = None if previous is None else previous + full
             env_over[var] = (Variable(var, full, self.label, where, exported=True, maybe=self.maybe),)
-            prefix_records.append(Assignment(var, full, _short(self.raw(pn)), where, "prefix", True, self.maybe,
+            prefix_records.append(Assignment(var, full, _short(p.raw), where, "prefix", True, self.maybe,
                                              value.unknown))
             if full is None:
-                self.unknown(_kind(value.unknown), self.raw(pn), where, (var,))
+                self.unknown(_kind(value.unknown), p.raw, where, (var,))
         argv, wrappers, cleared, unset_names, cwd, env_assign, program_unknown = self.unwrap(words, where)
         wrapper_over: dict[str, Binding] = {}
         for var, word in env_assign:
@@ -1251,13 +1311,14 @@ class _Shell:
             if len(operands) >= 2:
                 target = operands[-1]
                 for source in operands[:-1]:
-                    self.writes.append(FileWrite(target, None, False, where, self.maybe, source, _short(raw)))
+                    self.writes.append(FileWrite(target, None, False, where, self.maybe, source, _short(raw),
+                                                 len(self.commands)))
         if name in _TESTS:
             return _Result("unknown", None)
         return _Result("likely", None)
 
     def write(self, path: Word, content: str | None, *, append: bool, where: Where, raw: str) -> None:
-        self.writes.append(FileWrite(path, content, append, where, self.maybe, None, _short(raw)))
+        self.writes.append(FileWrite(path, content, append, where, self.maybe, None, _short(raw), len(self.commands)))
 
     def route_output(self, output: str | None, redirects: tuple[Redirect, ...], raw: str, where: Where) -> str | None:
         """Apply stdout redirections: a file gets the output, the statement's own output is then empty."""
@@ -1498,17 +1559,22 @@ class _Shell:
         where = self.where(node)
         raw = self.raw(node)
         items: list[tuple[Word, tree_sitter.Node | None]] = []
-        for child in node.children[1:]:
-            if not child.is_named or child.type == "comment" or child.type in _REDIRECTS:
-                continue
-            if child.type == "variable_assignment":
+        args = [c for c in node.children[1:] if c.is_named and c.type != "comment" and c.type not in _REDIRECTS]
+        for group in self.group(args):
+            child = group[0]
+            if len(group) > 1:
+                raw_group = self.src(group[0].start_byte, group[-1].end_byte)
+                items.extend((w, None) for w in _fields(self.joined(group), raw_group, self.line(child),
+                                                        self.ifs_default()))
+            elif child.type == "variable_assignment":
                 parts = self.assignment_parts(child)
                 if parts is not None:
-                    name, value, append, _ = parts
-                    op = "+=" if append else "="
-                    shown = f"{name}{op}{value.shown}"
-                    items.append((Word(self.raw(child), None if value.value is None else f"{name}{op}{value.value}",
-                                       self.line(child), value.variables, value.unknown, shown), child))
+                    value = parts.value
+                    op = "+=" if parts.append else "="
+                    shown = f"{parts.name}{op}{value.shown}"
+                    known = None if value.value is None else f"{parts.name}{op}{value.value}"
+                    items.append((Word(self.raw(child), known, self.line(child), value.variables, value.unknown,
+                                       shown), child))
             else:
                 items.extend((w, None) for w in self.words(child))
         head = Word(keyword, keyword, where.line, shown=keyword)
@@ -1589,44 +1655,43 @@ class _Shell:
             replace(v, attributes=frozenset((set(v.attributes) | set(attrs)) - set(remove))) if v else None
             for v in old))
 
-    def assignment_parts(self, node: tree_sitter.Node) -> tuple[str, Word, bool, tree_sitter.Node] | None:
+    def assignment_parts(self, node: tree_sitter.Node) -> _Prefix | None:
         name_node = node.child_by_field_name("name")
         value_node = node.child_by_field_name("value")
         if name_node is None:
             return None
         append = any(c.type == "+=" for c in node.children)
         name = self.raw(name_node)
-        if name_node.type == "subscript":
+        raw = self.raw(node)
+        array = value_node is not None and value_node.type == "array"
+        subscript = name_node.type == "subscript"
+        if subscript:
             inner = name_node.child_by_field_name("name")
             index = name_node.child_by_field_name("index")
             name = self.raw(inner) if inner is not None else name
             if index is None or self.raw(index) != "0":
-                return name, Word(self.raw(node), None, self.line(node), unknown=(self.raw(name_node),)), append, node
+                unknown = Word(raw, None, self.line(node), unknown=(self.raw(name_node),))
+                return _Prefix(name, unknown, append, raw, True, True)
         if value_node is None:
             value = Word("", "", self.line(node), shown="")
-        elif value_node.type == "array":
+        elif array:
             elements = [w for c in value_node.named_children for w in self.words(c)]
             first = elements[0] if elements else Word("", "", self.line(node))
             value = replace(first, raw=self.raw(value_node))
-            return name, value, append, node
         else:
             value = self.word(value_node, assignment=True)
-        return name, value, append, node
+        return _Prefix(name, value, append, raw, array or subscript, subscript)
 
     def assignment_node(self, node: tree_sitter.Node, *, how: AssignmentHow, export: bool | None = None,
                         attributes: str = "", remove: str = "", local: bool = False) -> None:
         parts = self.assignment_parts(node)
         if parts is None:
             return
-        name, value, append, _ = parts
-        value_node = node.child_by_field_name("value")
-        name_node = node.child_by_field_name("name")
-        if (value_node is not None and value_node.type == "array") or (
-                name_node is not None and name_node.type == "subscript"):
+        if parts.array:
             attributes += "a"  # an array (A=(..), A[i]=..): bash never exports arrays
-        self.assign(name, value.value, raw=self.raw(node), where=self.where(node),
-                    how="append" if append and how == "assign" else how, export=export, attributes=attributes,
-                    remove=remove, append=append, unknown=value.unknown, local=local)
+        self.assign(parts.name, parts.value.value, raw=self.raw(node), where=self.where(node),
+                    how="append" if parts.append and how == "assign" else how, export=export, attributes=attributes,
+                    remove=remove, append=parts.append, unknown=parts.value.unknown, local=local)
 
     # ---- arithmetic ---------------------------------------------------------------------------------
 
@@ -2162,6 +2227,30 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "builtin": (frozenset(), 0),
     "xvfb-run": (frozenset({"-n", "-s", "-e", "-f", "-p", "--server-num", "--server-args"}), 0),
 }
+
+_CONTINUATION = re.compile(rb"(?:\\\n)*")
+
+
+def _as_assignment(segs: list[_Seg]) -> tuple[str, bool, list[_Seg]] | None:
+    """A word that is an assignment (``NAME=value``, ``NAME+=value``, the name unquoted and literal):
+    the name, whether it appends, and the value's segments."""
+    head = ""
+    for index, seg in enumerate(segs):
+        if seg.text is None or seg.quoted or seg.split:
+            return None
+        position = seg.text.find("=")
+        if position < 0:
+            head += seg.text
+            continue
+        head += seg.text[:position]
+        append = head.endswith("+")
+        name = head[:-1] if append else head
+        if not _NAME.fullmatch(name):
+            return None
+        rest = [replace(seg, text=seg.text[position + 1:], raw=seg.raw), *segs[index + 1:]]
+        return name, append, rest
+    return None
+
 
 _BRACE = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
 

@@ -34,6 +34,7 @@ def _seen(text: str, name: str, program: str = "python", **kwargs: object) -> li
         ("A='1 2'; python $A \"$A\"", ["python", "1", "2", "1 2"]),
         ("E=; python $E '' x", ["python", "", "x"]),
         ("python a \\\n  b # a comment: c", ["python", "a", "b"]),
+        ("python a\\\nb c\\\n\"d\"", ["python", "ab", "cd"]),  # a line continuation inside a word joins it
         ('python "a\\"b\\$c\\\\d\\e"', ["python", 'a"b$c\\d\\e']),
         ("A=abcdef; python ${A:1:3} ${A#ab} ${A%ef} ${A/cd/X} ${#A} ${A^^}", ["python", "bcd", "cdef", "abcd",
                                                                             "abXef", "6", "ABCDEF"]),
@@ -58,6 +59,11 @@ def test_words_expand_as_bash_expands_them(text: str, argv: list[str]) -> None:
         ("NCCL_IB_DISABLE=1; export NCCL_IB_DISABLE; python x.py", ["1"]),
         ("export NCCL_IB_DISABLE; NCCL_IB_DISABLE=1; python x.py", ["1"]),
         ('export "NCCL"_IB_DISABLE=1; python x.py', ["1"]),
+        ("export NCCL_IB_DIS''ABLE=1; python x.py", ["1"]),
+        ("export NCCL_IB_\\\nDISABLE=1; python x.py", ["1"]),
+        ("NCCL_IB_\\\nDISABLE=1 python x.py", ["1"]),
+        ("export NCCL_IB_DISABLE=0\\\n1; python x.py", ["01"]),
+        ('"NCCL_IB_DISABLE"=1 ls; python x.py', None),  # a quoted name is no assignment: a command of that name
         ("declare -x NCCL_IB_DISABLE=1; python x.py", ["1"]),
         ("typeset -x NCCL_IB_DISABLE=1; python x.py", ["1"]),
         ("declare -x NCCL_IB_DISABLE=1; declare +x NCCL_IB_DISABLE; python x.py", None),

@@ -480,8 +480,8 @@ def test_infiniband_switch_in_the_command_is_caught() -> None:
     b = baseline()
     run_setting("ddp-per-process", "spec.command", "export NCCL_IB_DISABLE=1; python train_ddp.py")(b)
     found = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
-    assert [f.message for f in found] == ["NCCL_IB_DISABLE='1' (the command) disables InfiniBand (NCCL reads it "
-                                          "as 1) on Standard_ND96asr_v4"]
+    assert [f.message for f in found] == ["NCCL_IB_DISABLE='1' (the command, line 1) disables InfiniBand (NCCL reads "
+                                          "it as 1) on Standard_ND96asr_v4"]
 
 
 def test_unknown_values_are_never_violations() -> None:

@@ -1,51 +1,39 @@
-"""InfiniBand rules: multi-node runs that a variable quietly moves from InfiniBand to TCP.
+"""InfiniBand rules: multi-node runs that a setting quietly moves from InfiniBand to TCP.
 
 The run still works, several times slower, and nothing says why. What each spelling does is NCCL's,
-Open MPI's and UCX's own rule (:mod:`model.fabric`, sources in docs/infiniband.md); the settings come
-from the run's ``environment_variables``, its command, and the image its build context bakes
-(Dockerfile ``ENV``, ``/etc/nccl.conf``). The highest-precedence setting of each variable counts: the
-command's, then the run's variables, then the image's ``ENV``, then ``/etc/nccl.conf`` (NCCL does not
-overwrite a variable the environment already has).
+Open MPI's and UCX's own rule (:mod:`model.fabric`, sources in docs/infiniband.md). The settings are
+what each process the command starts will see: the image's ``ENV`` and configuration files, the run's
+``environment_variables``, ``docker_args -e``, and the command evaluated as bash would
+(:mod:`model.shell`), with NCCL's and Open MPI's configuration files read by their own precedence.
 """
 
 from __future__ import annotations
 
 from jobs.resolved import ResolvedRun
-from model.fabric import Effect, Setting, from_command, from_environment, judge
+from model.fabric import Baked, ConfigFile, Effect, Setting, assess
 from policies.rule import run_rule
 
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 
-_PRECEDENCE = ("the command", "environment_variables", "Dockerfile ENV")
-"""Later wins; anything else (an /etc/nccl.conf) ranks below all of these."""
 
-
-def _rank(setting: Setting) -> int:
-    return _PRECEDENCE.index(setting.where) if setting.where in _PRECEDENCE else len(_PRECEDENCE)
-
-
-def effective_settings(run: ResolvedRun) -> list[Setting]:
-    """Each watched variable's setting that the run's processes see, by precedence."""
-    found = [Setting(*s) for s in run.environment.fabric_settings]
-    found += from_environment(dict(run.spec.get("environment_variables") or {}))
-    found += from_command(str(run.spec.get("command", "")))
-    best: dict[str, Setting] = {}
-    for setting in found:  # in file order: a later assignment of the same rank wins, as in a shell
-        current = best.get(setting.name)
-        if current is None or _rank(setting) <= _rank(current):
-            best[setting.name] = setting
-    return [best[name] for name in sorted(best)]
+def image_of(run: ResolvedRun) -> Baked:
+    """What the run's image bakes in, as the resolved run carries it."""
+    env = run.environment
+    return Baked(
+        settings=tuple(Setting(str(n), str(v), str(w), bool(r)) for n, v, w, r in env.fabric_settings),
+        files=tuple(ConfigFile(str(p), str(c) if known else None, str(h)) for p, c, h, known in env.fabric_files),
+        unknowns=tuple(env.fabric_unknowns),
+    )
 
 
 def _effects(run: ResolvedRun, *wanted: Effect) -> list[str]:
     if run.instance_count <= 1 or not run.cluster.infiniband:
         return []
-    out = []
-    for setting in effective_settings(run):
-        verdict = judge(setting)
-        if verdict is not None and verdict[0] in wanted:
-            out.append(f"{verdict[1]} on {run.cluster.size}")
-    return out
+    spec = run.spec
+    findings = assess(str(spec.get("command") or ""), variables=dict(spec.get("environment_variables") or {}),
+                      docker_args=(spec.get("resources") or {}).get("docker_args"), image=image_of(run),
+                      adapters=max(1, run.cluster.gpus))
+    return [f"{f.message} on {run.cluster.size}" for f in findings if f.effect in wanted]
 
 
 @run_rule(
@@ -55,9 +43,11 @@ def _effects(run: ResolvedRun, *wanted: Effect) -> list[str]:
     enforcement="mandatory",
     rationale="NCCL_IB_DISABLE with any non-zero value (NCCL reads it with strtoll(value, NULL, 0): '0x1' and "
     "'2' count), NCCL_NET=Socket, an NCCL_IB_HCA that excludes or misses every mlx5 adapter, "
-    "OMPI_MCA_pml=ob1, or a UCX_TLS without rc/dc make NCCL or MPI use TCP on an InfiniBand cluster: the run "
-    "works, several times slower, and nothing says why (a curated image once shipped NCCL_IB_DISABLE=1). Set in "
-    "environment_variables, in the command or baked into a built image (ENV, /etc/nccl.conf).",
+    "OMPI_MCA_pml=ob1, a UCX_TLS without rc/dc or a UCX_NET_DEVICES without an mlx5 device make NCCL or MPI use "
+    "TCP on an InfiniBand cluster: the run works, several times slower, and nothing says why (a curated image "
+    "once shipped NCCL_IB_DISABLE=1). Set in environment_variables, docker_args -e, the command (evaluated as bash "
+    "would: export, env, eval, bash -c...), mpirun -x/--mca, or baked into a built image (ENV, /etc/nccl.conf, "
+    "~/.nccl.conf, NCCL_CONF_FILE, Open MPI's mca-params.conf files).",
     remediation="Remove the setting (from environment_variables, the command, the Dockerfile); to tune NCCL use "
     "NCCL_IB_PCI_RELAXED_ORDERING=1 and NCCL_TOPO_FILE instead.",
     reference=NCCL_ENV,
@@ -73,10 +63,12 @@ def run_infiniband_disabled(run: ResolvedRun) -> list[str]:
     severity="low",
     enforcement="advisory",
     rationale="NCCL_IB_DISABLE='true' or 'yes' looks like it disables InfiniBand but NCCL reads it as 0: the "
-    "author meant something the run will not do. A value that comes through $VAR in the command or the "
-    "Dockerfile, or an OMPI_MCA_btl that matters only if Open MPI lacks UCX, cannot be judged before the run.",
-    remediation="Write the value NCCL reads (0 or 1, or remove the variable); replace $VAR indirection by the "
-    "value, or check the run's NCCL_DEBUG=INFO log for 'NET/IB' after it starts.",
+    "author meant something the run will not do. A value that comes through $VAR, a command substitution or "
+    "read, a setting made on some of the command's paths only, what eval, source, a script piped into a shell or "
+    "docker_args --env-file do, or an OMPI_MCA_btl that matters only if Open MPI lacks UCX, cannot be judged "
+    "before the run: the finding names the construct and its line.",
+    remediation="Write the value NCCL reads (0 or 1, or remove the variable); replace the named construct by the "
+    "values it sets, or check the run's NCCL_DEBUG=INFO log for 'NET/IB' after it starts.",
     reference=NCCL_ENV,
     config_key=("environment_variables",),
 )
