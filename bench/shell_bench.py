@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model import dockerfile, shell  # noqa: E402
+from model import dockerfile, shell
 
 LOOP = "for a in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do "
 CASES: dict[str, Callable[[], object]] = {
