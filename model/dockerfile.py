@@ -28,6 +28,7 @@ from __future__ import annotations
 import glob
 import posixpath
 import re
+import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -200,7 +201,7 @@ def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] 
         elif ins.cmd == "WORKDIR" and ins.value:
             workdir = _word(ins.value[0], _scope(stage, global_args), parsed.escape, where, stage.unknowns,
                             ins.original)
-            stage.workdir = _join(stage.workdir, workdir)
+            stage.workdir = shell.join_path(stage.workdir, workdir)
         elif ins.cmd == "USER" and ins.value:
             stage.user = _word(ins.value[0], _scope(stage, global_args), parsed.escape, where, stage.unknowns,
                                ins.original)
@@ -245,7 +246,7 @@ def _run(ins: Instruction, stage: _Stage, global_args: dict[str, Variable], budg
     where = Where(ins.line)
     if ins.json:
         # exec form: no shell unless the program is one; quote each argument for the shell reader
-        text = " ".join(_quote(v) for v in ins.value)
+        text = " ".join(shlex.quote(v) for v in ins.value)
     elif ins.heredocs and not _without_heredocs(ins.value[0] if ins.value else ""):
         # only here-documents: each one's text is the script, run by the default shell or its #! line
         for _delimiter, content in ins.heredocs:
@@ -281,7 +282,7 @@ def _shell(text: str, stage: _Stage, global_args: dict[str, Variable], budget: s
         path = write.path.value
         if path is None:
             continue
-        full = _join(stage.workdir, path) if not path.startswith("/") else posixpath.normpath(path)
+        full = shell.join_path(stage.workdir, path) if not path.startswith("/") else posixpath.normpath(path)
         if full is None:
             continue
         if write.source is not None:
@@ -303,7 +304,7 @@ def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: di
         stage.unknowns.append(Unknown("file", ins.original, where))
         return
     dest_dir = dest.endswith("/") or len(values) > 2
-    dest_path = _join(stage.workdir, dest) if not dest.startswith("/") else posixpath.normpath(dest)
+    dest_path = shell.join_path(stage.workdir, dest) if not dest.startswith("/") else posixpath.normpath(dest)
     if dest_path is None:
         return
     heredocs = dict(ins.heredocs)
@@ -377,20 +378,6 @@ def _read(path: Path) -> str | None:
 def _without_heredocs(command: str) -> str:
     """A RUN command line with its here-document markers removed: empty when it is only those."""
     return re.sub(r"\d?<<-?\s*(['\"]?)[A-Za-z0-9_.-]+\1", " ", command).strip()
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
-
-
-def _join(cwd: str | None, path: str | None) -> str | None:
-    if path is None:
-        return None
-    if path.startswith("/"):
-        return posixpath.normpath(path)
-    if cwd is None:
-        return None
-    return posixpath.normpath(posixpath.join(cwd, path))
 
 
 def _word(text: str, scope: Mapping[str, Variable], escape: str, where: Where, unknowns: list[Unknown],

@@ -1173,7 +1173,7 @@ class _Shell:
                     unset_names.clear()
                 unset_names += unsets
                 if chdir is not None:
-                    cwd = _join_path(self.frame.cwd if cwd is None else cwd, chdir.value)
+                    cwd = join_path(self.frame.cwd if cwd is None else cwd, chdir.value)
                 assigns += env_assigns
                 if not rest:
                     argv = argv[:1]
@@ -1268,7 +1268,7 @@ class _Shell:
             script, args = operands[0], operands[1:]
             label = f"{shell} {script}"
             first_line = 1
-            path = _join_path(self.frame.cwd, script.value)
+            path = join_path(self.frame.cwd, script.value)
             body = self.read_file(path) if self.read_file is not None and path is not None else None
             if body is None:
                 return _Result("likely", None)  # a script file nobody gave us: a program like any other
@@ -1419,7 +1419,7 @@ class _Shell:
             if not dirs or target == "-" or target is None:
                 self.frame.cwd = None
             else:
-                self.frame.cwd = _join_path(self.frame.cwd, target)
+                self.frame.cwd = join_path(self.frame.cwd, target)
             return _Result("likely", "")
         if name == "popd":
             self.frame.cwd = None
@@ -1440,7 +1440,7 @@ class _Shell:
             path = args[0].value if args else None
             sourced = None
             if path is not None and self.read_file is not None:
-                sourced = self.read_file(_join_path(self.frame.cwd, path) or path)
+                sourced = self.read_file(join_path(self.frame.cwd, path) or path)
             if sourced is None:
                 self.unknown("source", raw, where)
                 return _Result("likely", None)
@@ -2738,7 +2738,9 @@ def _b64decode(data: str | None) -> str | None:
         return None
 
 
-def _join_path(cwd: str | None, target: str | None) -> str | None:
+def join_path(cwd: str | None, target: str | None) -> str | None:
+    """``target`` seen from directory ``cwd`` as ``cd`` would reach it (normalised; absolute stays
+    absolute); None when either is not known (a relative target from an unknown directory)."""
     if target is None:
         return None
     if target.startswith("/"):
