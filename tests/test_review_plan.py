@@ -34,9 +34,12 @@ def test_a_plan_against_its_previous_plan_reports_no_change(dev_plan_folder: Pat
     assert not (dev_plan_folder / "diff.json").exists()
 
 
-def _worktrees() -> list[str]:
-    return subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
-                          text=True, check=True).stdout.splitlines()
+def _worktrees() -> set[str]:
+    """The paths of the repository's worktrees (not their HEADs: other worktrees of a developer's clone
+    may commit while the test runs)."""
+    listing = subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    return {line.removeprefix("worktree ") for line in listing if line.startswith("worktree ")}
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
