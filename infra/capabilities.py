@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from infra import bounded
+
 TABLE = Path(__file__).with_name("environment-capabilities.yaml")
 
 
@@ -121,8 +123,8 @@ def _requirements(text: str) -> set[str]:
 def of_conda_file(text: str) -> set[str]:
     """Capabilities a conda environment file installs (conda and pip dependencies)."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = bounded.load(text, bounded.CONDA_FILE)
+    except bounded.BoundedInputError:
         return set()
     found: set[str] = set()
     deps = data.get("dependencies", []) if isinstance(data, dict) else []
