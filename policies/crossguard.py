@@ -220,7 +220,7 @@ def stack_from_args(args: StackValidationArgs) -> tuple[Stack, dict[int, str]]:
         resources.append(wire)
         urns[id(wire)] = r.urn
     runs = [ResolvedRun.from_props(w["inputs"]) for w in resources if w["type"] == RUN_TYPE]
-    return Stack(resources, runs), urns
+    return Stack(resources, runs, name=_stack_of(urns)), urns
 
 
 def _urn_of(stack: Stack, urns: Mapping[int, str], subject: Any) -> str | None:

@@ -217,7 +217,7 @@ def evaluate(
     today = today or dt.date.today()
     settings = resolve(pack_config)
     policy = waiver_settings(pack_config)
-    stack = Stack(resources, runs, prices)
+    stack = Stack(resources, runs, prices, name=stack_name)
     locator = _Locator(config)
     owners = {stack.owner(r).name for r in stack.resources}
     names = locator.names | owners

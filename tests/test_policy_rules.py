@@ -330,6 +330,12 @@ CASES = [
     Case("run-notebook-service-user-identity",
          run_setting("torchrun-per-node", "spec.services", {"nb": {"type": "jupyter_lab"}}), "torchrun-per-node",
          "runs with identity unset, not user_identity"),
+    Case("identity-attached-allowed",
+         setting(COMPUTE, "identity", {"type": "SystemAssigned,UserAssigned", "userAssignedIdentities": [
+             "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-github-oidc/providers/"
+             "Microsoft.ManagedIdentity/userAssignedIdentities/id-aml-gpu-deployer"]}, CLUSTER),
+         CLUSTER, "attaches user-assigned identity /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+         "rg-github-oidc/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-aml-gpu-deployer"),
     Case("storage-operator-ranges-not-open",
          setting(STORAGE, "networkRuleSet.ipRules", [{"iPAddressOrRange": "0.0.0.0/0", "action": "Allow"}]),
          WORKSPACE, "lets the whole internet through the storage firewall",
