@@ -88,8 +88,8 @@ def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | Non
         for f in open_findings:
             mark = "❌ mandatory" if f.enforcement == "mandatory" else "⚠️ advisory"
             lines.append(
-                f"| {mark} | {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)} "
-                f"| {_cell(f.rule.remediation)} |"
+                f"| {mark} | {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)}"
+                f"<br>fingerprint `{f.fingerprint}` | {_cell(f.rule.remediation)} |"
             )
     waived = [f for f in report.findings if f.waived]
     if waived:
@@ -101,6 +101,16 @@ def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | Non
             lines.append(
                 f"| {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)} "
                 f"| {_cell(f.waiver.reason)} | {expires} |"
+            )
+    if report.stale_waivers:
+        lines += ["", "### Stale waivers (not applied: what they were approved for has changed)", ""]
+        for stale in report.stale_waivers:
+            where = f"`waivers[{stale.index}]`" if stale.index is not None else "pack config"
+            approved = f"approved for `{stale.waiver.fingerprint}`" if stale.waiver.fingerprint else "no fingerprint"
+            lines.append(
+                f"- {where}: `{stale.waiver.rule}` for `{_cell(stale.waiver.resource)}`, {approved}; the finding is "
+                f"now `{stale.finding.fingerprint}`: {_cell(stale.finding.message)}. After review, approve it again "
+                f"with `fingerprint: {stale.finding.fingerprint}`"
             )
     if report.expired_waivers:
         lines += ["", "### Expired waivers (no longer applied)", ""]

@@ -9,6 +9,7 @@ platform it configures (Azure Storage's firewall, Docker's run reference, Azure 
 from __future__ import annotations
 
 import csv
+import fnmatch
 import ipaddress
 import shlex
 from collections.abc import Mapping
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from policies.stack import Stack
 
 STORAGE = "azure-native:storage:StorageAccount"
+WORKSPACE_COMPONENT = "aml-gpu-training:infra:Workspace"
+SECRET_VALUE = "[secret]"
+"""How an encrypted (``secure:``) value reads offline (:data:`model.stackfile.SECRET_PLACEHOLDER`)."""
 USER_ASSIGNED_IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 IDENTITY_DOCS = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-identity-based-service-authentication"
 DOCKER_RUN = "https://docs.docker.com/reference/cli/docker/container/run/"
@@ -111,6 +115,75 @@ def identity_attached_allowed(stack: Stack, *, allowed_identities: tuple[str, ..
                 f"{where} attaches user-assigned identity {rid}, which the stack does not create and the pack config "
                 f"does not allow: every job here could use its tokens and roles. The platform owners approve it by "
                 f"adding \"{entry}\" to identity-attached-allowed.allowed_identities")))
+    return out
+
+
+PROJECT_NAMESPACE = "aml-gpu-training"
+DEFAULT_PROVIDER_KEYS = ("azure-native:location", "azure-native:subscriptionId")
+"""The settings outside the project's namespace a stack file may hold unless the pack config says otherwise:
+the region and the subscription, which the README's first deployment sets."""
+PULUMI_CONFIG_DOCS = "https://www.pulumi.com/registry/packages/azure-native/installation-configuration/"
+
+
+def _allowed_settings(stack: str | None, entries: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """(key pattern, value or None for any) ``entries`` allow for ``stack``: ``key``, ``key=value``, each
+    optionally scoped to one stack as ``<stack>/key...``; ``*`` in a key matches any characters."""
+    out = []
+    for entry in entries:
+        scope, slash, rest = entry.partition("/")
+        if slash and ":" not in scope:
+            if scope != stack:
+                continue
+            entry = rest
+        key, eq, value = entry.partition("=")
+        out.append((key, value if eq else None))
+    return out
+
+
+@stack_rule(
+    id="stack-provider-settings-allowed",
+    title="A stack file sets provider and engine settings only where the pack config allows",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="Keys outside the project's namespace configure the Azure provider and the Pulumi engine, not the "
+    "stack: azure-native:subscriptionId moves the whole deployment to another subscription (another team's, or "
+    "prod's) with the deployer's credentials, azure-native:clientId/tenantId/useMsi/auxiliaryTenantIds change who "
+    "deploys, pulumi:* keys change how the engine runs. In a multi-team repository each team approves its own "
+    "stack file alone, so which of these a stack file may set, and to what, is the platform's decision, kept in "
+    "the pack config.",
+    remediation="Remove the key from the stack file, or have the platform owners allow it in the pack config: "
+    "stack-provider-settings-allowed.allowed_keys takes \"key\" (any value), \"key=value\" (that value) and "
+    "\"<stack>/key=value\" (one stack), * matching any characters in a key.",
+    reference=PULUMI_CONFIG_DOCS,
+)
+def stack_provider_settings_allowed(
+    stack: Stack, *, allowed_keys: tuple[str, ...] = DEFAULT_PROVIDER_KEYS
+) -> list[Violation]:
+    if stack.settings is None:
+        return []
+    workspace = next(iter(stack.of_type(WORKSPACE_COMPONENT)), None)
+    if workspace is None:
+        return []
+    allowed = _allowed_settings(stack.name, allowed_keys)
+    out = []
+    for key, value in sorted(stack.settings.items()):
+        if key.startswith(f"{PROJECT_NAMESPACE}:"):
+            continue
+        patterns = [(pattern, pinned) for pattern, pinned in allowed if fnmatch.fnmatchcase(key, pattern)]
+        if not patterns:
+            out.append(Violation(workspace, f"the stack file sets {key}, a provider or engine setting the pack config "
+                                            "does not allow for this stack"))
+            continue
+        if any(pinned is None for _, pinned in patterns):
+            continue
+        values = sorted({pinned for _, pinned in patterns if pinned is not None})
+        if value == SECRET_VALUE:
+            out.append(Violation(workspace, f"the stack file sets {key} to an encrypted value, which cannot be checked "
+                                            f"against the values the pack config allows ({', '.join(values)}): "
+                                            "set it in plain text"))
+        elif not isinstance(value, str) or value.lower() not in {v.lower() for v in values}:
+            out.append(Violation(workspace, f"the stack file sets {key} to a value the pack config does not allow "
+                                            f"for this stack (allowed: {', '.join(values)})"))
     return out
 
 
