@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,10 @@ class LoadedStack:
     file: stackfile.StackFile
     config: StackConfig
 
+
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""What Pulumi accepts as a stack name (pulumi/pulumi, ``ValidateStackName``: letters, digits, ``-``, ``_``,
+``.``, at most 100): a name with a newline or ``::`` never reaches a log line, a path or ``policy.md``."""
 
 OTHER_PROJECT_FILES = ("Pulumi.json", "Pulumi.yml")
 """Project files Pulumi also reads. It looks for ``Pulumi.json``, then ``Pulumi.yaml``, then ``Pulumi.yml``
@@ -79,8 +84,9 @@ def load_stack(name: str, root: Path | None = None) -> LoadedStack:
     """Read and validate ``Pulumi.<name>.yaml``; bad input raises a ConfigError naming the file and key
     (a project whose ``Pulumi.yaml`` moves the stack files elsewhere included: :func:`check_project`)."""
     root = root or find_root()
-    if not name or any(part in name for part in ("/", "\\", "\0")):
-        raise UserError(f"{name!r} is not a stack name (Pulumi.<stack>.yaml in the project root)", key="--stack")
+    if not STACK_NAME.fullmatch(name):
+        raise UserError(f"{name!r} is not a stack name (Pulumi.<stack>.yaml in the project root; a stack name is "
+                        "1 to 100 letters, digits, '-', '_' and '.', as Pulumi requires)", key="--stack")
     check_project(root)
     for other in other_stack_files(root, name):
         raise ConfigError(

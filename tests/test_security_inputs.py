@@ -193,13 +193,13 @@ def test_a_path_that_leads_outside_the_project_is_refused_naming_the_key(
     assert snapshot(project) == before
 
 
-@pytest.mark.parametrize("stack", ["../escape", "a/b", "x\\y", ""])
+@pytest.mark.parametrize("stack", ["../escape", "a/b", "x\\y", "", "dev\n::error::x", "a b", "x" * 101])
 def test_a_stack_name_that_is_a_path_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str) -> None:
     project = make_project(tmp_path / "project", good_config(), stack=STACK)
     outcome = plan_in_process(project, capsys, stack=stack)
     assert_clean_refusal(outcome)
-    assert outcome.error_line == (
-        f"error: --stack: {stack!r} is not a stack name (Pulumi.<stack>.yaml in the project root)"
+    assert outcome.error_line.startswith(
+        f"error: --stack: {stack!r} is not a stack name (Pulumi.<stack>.yaml in the project root"
     )
 
 
