@@ -13,7 +13,7 @@ import keyword
 import os
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
@@ -52,6 +52,13 @@ class _Parser(argparse.ArgumentParser):
 
     def format_usage(self) -> str:
         return plain(super().format_usage())
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # Python 3.11's argparse drops a value of "--" given as `--flag=--` and hands the command [] instead,
+        # unconverted (run-local then failed with a TypeError); read it as the value it is.
+        if arg_strings == ["--"] and action.option_strings and action.nargs is None:
+            return self._get_value(action, "--")
+        return super()._get_values(action, arg_strings)
 
     def error(self, message: str) -> NoReturn:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
