@@ -62,6 +62,8 @@ CONDA_FILE = Limits("a conda file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 ENVIRONMENT_FILE = Limits("an environment file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 JOB_FILE = Limits("a job file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 PROJECT_FILE = Limits("a Pulumi project file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
+DATA_TABLE = Limits("a data table of the project", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
+"""The project's own YAML tables (policies/rules/properties.yaml, infra/environment-capabilities.yaml)."""
 JSON_FILE_BYTES = 8 * 1024 * 1024
 """The largest JSON file read (pack configs, an earlier plan's ``resources.json`` and ``waivers.json``)."""
 
