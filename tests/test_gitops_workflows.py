@@ -114,36 +114,30 @@ def test_the_one_zizmor_ignore_is_the_reviewed_workflow_run_trigger() -> None:
     assert ignores == [("pr-publish.yml", "workflow_run: # zizmor: ignore[dangerous-triggers]")]
 
 
-def test_zizmor_catches_an_unpinned_action_and_persisted_credentials(tmp_path: Path) -> None:
-    """The zizmor test above can fail: today's main had 22 such findings."""
-    bad = tmp_path / ".github" / "workflows" / "bad.yml"
-    bad.parent.mkdir(parents=True)
-    bad.write_text(
-        "on: pull_request\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - uses: actions/checkout@v5\n      - uses: actions/upload-artifact@v6\n"
-        "        with:\n          name: x\n          path: .\n",
-        encoding="utf-8",
-    )
-    result = subprocess.run([_zizmor(), "--offline", "--no-progress", str(bad.parent)], capture_output=True,
-                            text=True, timeout=120, check=False)
-    assert result.returncode != 0
-    assert "unpinned-uses" in result.stdout and "artipacked" in result.stdout
+BAD_WORKFLOWS = [
+    # Today's main once had 22 such findings.
+    ("regular", "on: pull_request\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+     "      - uses: actions/checkout@v5\n      - uses: actions/upload-artifact@v6\n"
+     "        with:\n          name: x\n          path: .\n", ("unpinned-uses", "artipacked")),
+    # The old preview job of pr.yml: the backend's secrets beside pull-request code, in no environment.
+    ("auditor", "on: pull_request\npermissions: {}\njobs:\n  preview:\n    runs-on: ubuntu-latest\n"
+     "    permissions:\n      contents: read\n    env:\n      PULUMI_ACCESS_TOKEN: ${{ secrets.PULUMI_ACCESS_TOKEN }}\n"
+     "    steps:\n      - run: make install\n", ("secrets-outside-env",)),
+]
 
 
-def test_zizmor_auditor_catches_secrets_beside_pull_request_code(tmp_path: Path) -> None:
-    """The auditor test above can fail: the old preview job of pr.yml (the backend's secrets, no environment)."""
+@pytest.mark.parametrize(("persona", "workflow", "audits"), BAD_WORKFLOWS, ids=[b[0] for b in BAD_WORKFLOWS])
+def test_zizmor_catches_what_the_tests_above_guard_against(
+    tmp_path: Path, persona: str, workflow: str, audits: tuple[str, ...]
+) -> None:
+    """The zizmor tests above can fail."""
     bad = tmp_path / ".github" / "workflows" / "bad.yml"
     bad.parent.mkdir(parents=True)
-    bad.write_text(
-        "on: pull_request\npermissions: {}\njobs:\n  preview:\n    runs-on: ubuntu-latest\n    permissions:\n"
-        "      contents: read\n    env:\n      PULUMI_ACCESS_TOKEN: ${{ secrets.PULUMI_ACCESS_TOKEN }}\n    steps:\n"
-        "      - run: make install\n",
-        encoding="utf-8",
-    )
-    result = subprocess.run([_zizmor(), "--offline", "--no-progress", "--persona=auditor", str(bad.parent)],
+    bad.write_text(workflow, encoding="utf-8")
+    result = subprocess.run([_zizmor(), "--offline", "--no-progress", f"--persona={persona}", str(bad.parent)],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode != 0
-    assert "secrets-outside-env" in result.stdout
+    assert all(audit in result.stdout for audit in audits), result.stdout
 
 
 def test_make_test_and_lint_run_zizmor_offline_in_every_persona() -> None:
