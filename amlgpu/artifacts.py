@@ -89,7 +89,7 @@ def _unexpected(folder: Path, layout: OutputLayout) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """While active, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so ``finally`` blocks clean up.
 
     Python's default for SIGTERM is to die on the spot, which would leave a staging folder behind.
@@ -114,7 +114,7 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     """Yield an empty staging folder; on success it replaces ``target`` whole, on failure it vanishes."""
     target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with cleanup_on_interrupt(), _terminate_as_interrupt():
+    with cleanup_on_interrupt(), terminate_as_interrupt():
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
         # mkdtemp makes the folder private (0700); the output gets the permissions mkdir would give it.
         umask = os.umask(0)

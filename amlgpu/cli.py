@@ -13,7 +13,7 @@ import keyword
 import os
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
@@ -53,6 +53,13 @@ class _Parser(argparse.ArgumentParser):
     def format_usage(self) -> str:
         return plain(super().format_usage())
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # Python 3.11's argparse drops a value of "--" given as `--flag=--` and hands the command [] instead,
+        # unconverted (run-local then failed with a TypeError); read it as the value it is.
+        if arg_strings == ["--"] and action.option_strings and action.nargs is None:
+            return self._get_value(action, "--")
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str) -> NoReturn:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -90,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from amlgpu.terminal import cleaned_output
+
+    with cleaned_output():  # every line printed is inert in a terminal and a CI log (amlgpu.terminal)
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
         bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)

@@ -80,6 +80,11 @@ def findings_text(report: Any, file: str, line_of: Callable[[tuple[str | int, ..
     return lines
 
 
+def stale_waivers_text(report: Any) -> list[str]:
+    """One line per stale waiver (approved for a finding that has since changed): what changed, how to approve."""
+    return [f"note: {stale.why}" for stale in report.stale_waivers]
+
+
 def plan_tree(result: Any, out: str) -> str:
     resources: list[dict[str, Any]] = result.resources
     children: dict[str | None, list[PlannedResource]] = defaultdict(list)
@@ -128,4 +133,7 @@ def plan_tree(result: Any, out: str) -> str:
     failures = findings_text(report, result.stack.file.display, result.stack.file.line_of)
     if failures:
         lines += ["", "Mandatory policy failures:", *failures]
+    stale = stale_waivers_text(report)
+    if stale:
+        lines += ["", "Stale waivers:", *stale]
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from infra import bounded
 
 TABLE = Path(__file__).with_name("environment-capabilities.yaml")
 
@@ -45,7 +45,7 @@ class Capabilities:
 
 @functools.cache
 def _table() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+    data: dict[str, Any] = bounded.load_file(TABLE, bounded.DATA_TABLE)
     return data
 
 
@@ -121,8 +121,8 @@ def _requirements(text: str) -> set[str]:
 def of_conda_file(text: str) -> set[str]:
     """Capabilities a conda environment file installs (conda and pip dependencies)."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = bounded.load(text, bounded.CONDA_FILE)
+    except bounded.BoundedInputError:
         return set()
     found: set[str] = set()
     deps = data.get("dependencies", []) if isinstance(data, dict) else []

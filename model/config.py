@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
+from infra import bounded
 from infra.model import Cluster, Environment, Network, Workspace
 from infra.paths import resolve_inside
 from model import NAMESPACE
@@ -130,8 +130,13 @@ class StackConfig(BaseModel):
                 found.add(
                     ("environments", i, "conda_file"), f"environment {env.name!r}: file {env.conda_file!r} not found"
                 )
+            elif env.conda_file is not None and (problem := conda_file_problem(root, env.conda_file)):
+                found.add(("environments", i, "conda_file"), f"environment {env.name!r}: {problem}")
+        refused = {path[1] for path, _ in found.found if path[0] == "environments"}
         with contextlib.suppress(OSError):  # a file the version is derived from is missing: reported above
-            object.__setattr__(self, "environments", [e.with_content_version(root) for e in self.environments])
+            # No version is derived from a file that is missing or refused (reported above).
+            object.__setattr__(self, "environments", [e if i in refused else e.with_content_version(root)
+                                                      for i, e in enumerate(self.environments)])
         clusters = {c.name: c for c in self.clusters}
         environments = {e.name: e for e in self.environments}
         jobs = list(self.jobs)
@@ -239,6 +244,19 @@ def _inline_files_missing(env: InlineEnvironment, root: Path) -> str | None:
             return f"conda file {env.conda_file!r} not found"
     except ValueError as err:
         return str(err)
+    return conda_file_problem(root, env.conda_file) if env.conda_file is not None else None
+
+
+def conda_file_problem(root: Path, conda_file: str) -> str | None:
+    """What is wrong with the conda file at ``root / conda_file`` (None when it reads as YAML within
+    :data:`infra.bounded.CONDA_FILE`): azure-ai-ml loads and serialises it whole with every job, so an alias
+    bomb or a file of gigabytes there would take the machine down at ``plan`` and ``submit``."""
+    try:
+        bounded.load_file(root / conda_file, bounded.CONDA_FILE)
+    except OSError as err:
+        return f"conda file {conda_file!r} cannot be read: {err.strerror or err}"
+    except bounded.BoundedInputError as err:
+        return f"conda file {conda_file!r}: {err}"
     return None
 
 
@@ -250,9 +268,11 @@ def environment_file(reference: str, root: Path) -> InlineEnvironment:
     if not path.is_file():
         raise ValueError(f"environment file {relative!r} not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise ValueError(f"environment file {relative!r} is not YAML: {str(err).splitlines()[0]}") from None
+        data = bounded.load_file(path, bounded.ENVIRONMENT_FILE)
+    except OSError as err:
+        raise ValueError(f"environment file {relative!r} cannot be read: {err.strerror or err}") from None
+    except bounded.BoundedInputError as err:
+        raise ValueError(f"environment file {relative!r}: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"environment file {relative!r}: expected a mapping")
     folder = path.parent.relative_to(root.resolve())

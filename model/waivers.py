@@ -52,6 +52,10 @@ class Waiver(BaseModel):
     remove it); whitespace is collapsed."""
     expires: dt.date
     """Last day the waiver applies (inclusive). Required, at most policy-waivers.max_days (default 90) ahead."""
+    fingerprint: str | None = Field(default=None, pattern=r"^[0-9a-f]{12,32}$")
+    """The fingerprint of the one finding the waiver excuses (the plan shows it beside each finding; its first
+    12 characters or more): the rule, the thing and the finding's evidence. When what was approved changes (one
+    warm node becomes sixteen), the fingerprint no longer matches and the waiver is stale: reported, not applied."""
 
     @field_validator("reason")
     @classmethod
@@ -69,6 +73,10 @@ class Waiver(BaseModel):
     def covers(self, rule_id: str, name: str) -> bool:
         """Whether this waiver is about ``rule_id`` for the thing declared as ``name``."""
         return self.rule == rule_id and self.resource == name
+
+    def binds(self, fingerprint: str) -> bool:
+        """Whether this waiver was approved for the finding whose fingerprint is ``fingerprint``."""
+        return self.fingerprint is not None and fingerprint.startswith(self.fingerprint)
 
     def key(self) -> tuple[str, str, str]:
         """What the waiver is about (its origin, rule and resource): how a change to it is recognised."""

@@ -47,12 +47,18 @@ class Stack:
     """A planned stack: resources (wire shape, as the provider receives them) and the resolved runs."""
 
     def __init__(
-        self, resources: Iterable[Mapping[str, Any]], runs: Iterable[ResolvedRun], prices: PriceTable | None = None
+        self, resources: Iterable[Mapping[str, Any]], runs: Iterable[ResolvedRun], prices: PriceTable | None = None,
+        name: str | None = None, settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.resources: tuple[Mapping[str, Any], ...] = tuple(resources)
         self.runs: tuple[ResolvedRun, ...] = tuple(runs)
         self.prices = prices
         """The pricing table budget rules use (None: the shipped ``infra/prices.json``)."""
+        self.name = name
+        """The stack's name (``dev``), for pack-config settings that name stacks; None when unknown."""
+        self.settings: Mapping[str, Any] | None = settings
+        """The stack's config keys outside the project's namespace (``azure-native:subscriptionId``,
+        ``pulumi:tags``...) with their values (encrypted ones as ``[secret]``); None when unknown."""
 
     @cached_property
     def _by_name(self) -> dict[tuple[str, str], Mapping[str, Any]]:

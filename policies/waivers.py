@@ -150,7 +150,7 @@ def check_governance(
 
 def changed(base: Sequence[Waiver] | None, head: Sequence[Waiver]) -> dict[tuple[str, str, str], str]:
     """``new`` or ``changed`` for each of ``head``'s waivers that ``base`` lacks or has otherwise
-    (reason or expiry); empty when ``base`` is None (no base to compare with)."""
+    (reason, expiry or fingerprint); empty when ``base`` is None (no base to compare with)."""
     if base is None:
         return {}
     before = {w.key(): w for w in base}
@@ -159,7 +159,7 @@ def changed(base: Sequence[Waiver] | None, head: Sequence[Waiver]) -> dict[tuple
         old = before.get(waiver.key())
         if old is None:
             out[waiver.key()] = "new"
-        elif (old.reason, old.expires) != (waiver.reason, waiver.expires):
+        elif (old.reason, old.expires, old.fingerprint) != (waiver.reason, waiver.expires, waiver.fingerprint):
             out[waiver.key()] = "changed"
     return out
 

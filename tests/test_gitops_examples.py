@@ -43,6 +43,9 @@ def test_example_stack_plans_offline_without_a_mandatory_failure(
     stack = _stack_name(path)
     project = make_project(tmp_path / "project", {}, stack=stack)
     shutil.copy(path, project / path.name)  # the file as shipped, comments and all
+    if path.parent == MULTI_TEAM:  # the README's step 2: the platform's pack config comes along
+        (project / "policies").mkdir(exist_ok=True)
+        shutil.copy(MULTI_TEAM / "policy-config.json", project / "policies" / "config.json")
     monkeypatch.chdir(project)
     code = main(["plan", "--stack", stack, "--format", "json"])
     summary = json.loads(capsys.readouterr().out)

@@ -120,7 +120,27 @@ class Baseline:
                                   file="Pulumi.baseline.yaml", root=ROOT)
 
     def evaluate(self, *, pack_config: dict[str, Any] | None = None, today: dt.date = TODAY) -> Report:
-        return evaluate(self.resources, self.runs, self.stack(), pack_config=pack_config, today=today)
+        settings = {k: v for k, v in self.config.items() if not k.startswith("aml-gpu-training:")}
+        return evaluate(self.resources, self.runs, self.stack(), pack_config=pack_config, today=today,
+                        stack_name=STACK_NAME, stack_settings=settings)
+
+
+STACK_NAME = "baseline"
+"""The baseline's stack name (CrossGuard reads it from the resource URNs)."""
+
+
+def fingerprint_of(b: Baseline, rule: str, owner: str | None = None) -> str:
+    """The fingerprint of ``b``'s one finding of ``rule`` (for ``owner``): what a waiver of it names."""
+    found = [f for f in b.evaluate().findings if f.rule.id == rule and owner in (None, f.owner.name)]
+    assert len(found) == 1, [f.text for f in found]
+    return found[0].fingerprint
+
+
+def sarif_fingerprint(folder: Path, rule: str) -> str:
+    """The fingerprint of the one finding of ``rule`` in a plan folder's ``policy.sarif``."""
+    results = json.loads((folder / "policy.sarif").read_text())["runs"][0]["results"]
+    (found,) = [r for r in results if r["ruleId"] == rule]
+    return str(found["partialFingerprints"]["amlgpuFinding/v1"])
 
 
 def baseline() -> Baseline:

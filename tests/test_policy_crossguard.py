@@ -10,6 +10,7 @@ and talks to it over the analyzer gRPC protocol, as ``pulumi preview --policy-pa
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -36,10 +37,10 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 from policies.catalogue import BY_ID, RULES
 from policies.crossguard import policies
 from tests.conftest import ROOT
-from tests.test_policy_baseline import Baseline, baseline
+from tests.test_policy_baseline import STACK_NAME, Baseline, baseline
 from tests.test_policy_rules import CASES, Case, both
 
-STACK = "baseline"
+STACK = STACK_NAME
 
 
 def _wire_to_engine(inputs: Mapping[str, Any]) -> Any:
@@ -135,11 +136,19 @@ def test_every_rule_is_a_policy_of_the_right_kind(pack: dict[str, Any]) -> None:
             assert set(policy.config_schema.properties) == set(rule.parameters)
 
 
+def pulumi_config(b: Baseline) -> str:
+    """``PULUMI_CONFIG`` as Pulumi hands it to a policy pack: every key, values as strings (JSON for others)."""
+    return json.dumps({k: v if isinstance(v, str) else json.dumps(v) for k, v in b.config.items()})
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
-def test_crossguard_reports_what_the_offline_gate_reports(case: Case, pack: dict[str, Any]) -> None:
+def test_crossguard_reports_what_the_offline_gate_reports(
+    case: Case, pack: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     for mutation in (case.comply, both(case.comply, case.violate)):
         b = baseline()
         mutation(b)
+        monkeypatch.setenv("PULUMI_CONFIG", pulumi_config(b))
         offline = sorted(f.text for f in b.evaluate(today=dt.date.today()).findings if f.rule.id == case.rule)
         crossguard = reported(pack[case.rule], b)
         assert sorted(message for message, _ in crossguard) == offline
@@ -185,11 +194,19 @@ def _project_with_waivers(tmp_path: Path, *waivers: dict[str, Any]) -> dict[str,
     return {p.name: p for p in policies(tmp_path)}
 
 
-def test_waivers_from_the_stack_file_are_honoured_and_reported(tmp_path: Path) -> None:
-    pack = _project_with_waivers(tmp_path, {"rule": "run-gpus-left-idle", "resource": "ddp-per-process",
-                                            "reason": "pipeline parallel, two GPUs per process"})
+def _idle_gpus() -> tuple[Baseline, str]:
+    """The baseline with run ddp-per-process leaving 4 GPUs idle, and that finding's fingerprint."""
     b = baseline()
     b.run("ddp-per-process")["spec"]["distribution"]["process_count_per_instance"] = 4
+    (finding,) = [f for f in b.evaluate(today=dt.date.today()).findings if f.rule.id == "run-gpus-left-idle"]
+    return b, finding.fingerprint
+
+
+def test_waivers_from_the_stack_file_are_honoured_and_reported(tmp_path: Path) -> None:
+    b, fingerprint = _idle_gpus()
+    pack = _project_with_waivers(tmp_path, {"rule": "run-gpus-left-idle", "resource": "ddp-per-process",
+                                            "reason": "pipeline parallel, two GPUs per process",
+                                            "fingerprint": fingerprint})
     assert reported(pack["run-gpus-left-idle"], b) == []
     waived = reported(pack["policy-waived-findings"], b)
     assert [m for m, _ in waived] == [

@@ -15,7 +15,7 @@ import pytest
 from model.errors import ConfigError
 from policies.packconfig import load
 from tests.conftest import ROOT
-from tests.test_policy_baseline import TODAY, Baseline, baseline
+from tests.test_policy_baseline import TODAY, Baseline, baseline, fingerprint_of
 
 
 def with_waivers(b: Baseline, *waivers: dict[str, Any]) -> Baseline:
@@ -30,7 +30,8 @@ def idle_gpus(b: Baseline) -> Baseline:
 
 
 WAIVER = {"rule": "run-gpus-left-idle", "resource": "ddp-per-process",
-          "reason": "Pipeline-parallel model: each process drives two GPUs.", "expires": "2026-07-31"}
+          "reason": "Pipeline-parallel model: each process drives two GPUs.", "expires": "2026-07-31",
+          "fingerprint": fingerprint_of(idle_gpus(baseline()), "run-gpus-left-idle")}
 
 
 def test_an_active_waiver_excuses_the_finding_but_keeps_it_counted() -> None:

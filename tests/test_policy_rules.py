@@ -279,7 +279,7 @@ CASES = [
     Case("compute-scale-settings-valid", lambda b: aml(b)["scaleSettings"].update(minNodeCount=3), CLUSTER,
          "minNodeCount 3 is greater than maxNodeCount 2"),
     Case("compute-scale-to-zero", lambda b: aml(b)["scaleSettings"].update(minNodeCount=1), CLUSTER,
-         "keeps 1 node(s) running"),
+         "keeps 1 Standard_ND96asr_v4 node(s) running"),
     Case("compute-idle-scale-down", lambda b: aml(b)["scaleSettings"].update(nodeIdleTimeBeforeScaleDown="PT2H"),
          CLUSTER, "120 minutes"),
     Case("compute-instance-idle-shutdown", compute_instance(None), WORKSPACE, "no idle shutdown",
@@ -330,6 +330,15 @@ CASES = [
     Case("run-notebook-service-user-identity",
          run_setting("torchrun-per-node", "spec.services", {"nb": {"type": "jupyter_lab"}}), "torchrun-per-node",
          "runs with identity unset, not user_identity"),
+    Case("identity-attached-allowed",
+         setting(COMPUTE, "identity", {"type": "SystemAssigned,UserAssigned", "userAssignedIdentities": [
+             "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-github-oidc/providers/"
+             "Microsoft.ManagedIdentity/userAssignedIdentities/id-aml-gpu-deployer"]}, CLUSTER),
+         CLUSTER, "attaches user-assigned identity /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+         "rg-github-oidc/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-aml-gpu-deployer"),
+    Case("stack-provider-settings-allowed",
+         lambda b: b.config.__setitem__("azure-native:clientId", "44444444-4444-4444-4444-444444444444"),
+         WORKSPACE, "sets azure-native:clientId, a provider or engine setting the pack config does not allow"),
     Case("storage-operator-ranges-not-open",
          setting(STORAGE, "networkRuleSet.ipRules", [{"iPAddressOrRange": "0.0.0.0/0", "action": "Allow"}]),
          WORKSPACE, "lets the whole internet through the storage firewall",

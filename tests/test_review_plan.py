@@ -86,6 +86,8 @@ def test_the_sample_comment_in_the_gitops_guide_is_what_the_plan_writes(
     project = make_project(tmp_path / "project", {}, stack="prod")
     shipped = (ROOT / "Pulumi.prod.yaml").read_text()
     (project / "Pulumi.prod.yaml").write_text(shipped)
+    (project / "policies").mkdir()
+    shutil.copy(ROOT / "policies" / "config.prod.json", project / "policies")  # prod's own pack config
     monkeypatch.chdir(project)
     assert main(["plan", "--stack", "prod", "--out", str(tmp_path / "base")]) == 0
     changed = shipped.replace("size: Standard_ND96isr_H200_v5", "size: Standard_ND96isr_H100_v5", 1)

@@ -70,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     assert stack is not None
     text = append_to_stack(stack.file.path, drafts)
-    write_atomically(stack.file.path, text, check=lambda written: from_stackfile(stackfile.read(written), root))
+    from amlgpu.artifacts import terminate_as_interrupt
+    from amlgpu.interrupts import cleanup_on_interrupt
+
+    # Ctrl-C or SIGTERM while the new file is checked removes the temporary copy (write_atomically's except).
+    with cleanup_on_interrupt(), terminate_as_interrupt():
+        write_atomically(stack.file.path, text, check=lambda written: from_stackfile(stackfile.read(written), root))
     runs = ", ".join(str(d.run["name"]) for d in drafts)
     print(f"Appended {len(drafts)} run(s) to {stack.file.display}: {runs}", file=sys.stderr)
     from amlgpu.commands import plan

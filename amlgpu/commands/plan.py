@@ -108,10 +108,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.format == "json":
         print(canonical_json(result.summary(out)), end="")
-        from amlgpu.render import findings_text
+        from amlgpu.render import findings_text, stale_waivers_text
 
         # stdout is the JSON document; the terminal still shows what failed.
         for line in findings_text(result.report, stack.file.display, stack.file.line_of):
+            print(line, file=sys.stderr)
+        for line in stale_waivers_text(result.report):
             print(line, file=sys.stderr)
     else:
         from amlgpu.preflight import render_offline
@@ -263,6 +265,7 @@ def plan_stack(
     from amlgpu.plan import run_program
     from jobs.render import job_yaml
     from jobs.resolved import RUN_TYPE, ResolvedRun
+    from model import NAMESPACE
     from policies.engine import evaluate
 
     plan = run_program(stack.name, stack.file, stack.root)
@@ -274,5 +277,6 @@ def plan_stack(
         [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
         stack_name=stack.name,
         prices=prices,
+        stack_settings={k: v for k, v in stack.file.config.items() if not k.startswith(f"{NAMESPACE}:")},
     )
     return PlanResult(stack, plan, runs, job_files, report)

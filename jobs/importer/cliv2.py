@@ -21,6 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedBase
 from ruamel.yaml.error import YAMLError
 
+from infra import bounded
 from jobs.importer.base import Draft, ImportInputError, Source, slug
 from jobs.importer.mapping import (
     Context,
@@ -55,11 +56,18 @@ def _line_of(node: Any, key: str, default: int) -> int:
 
 
 def load_yaml(source: Source) -> Any:
-    """The document, with ruamel's line information; unreadable YAML is exit 2 with its line."""
+    """The document, with ruamel's line information; unreadable YAML is exit 2 with its line.
+
+    The text first goes through the project's bounded YAML reader (:data:`infra.bounded.JOB_FILE`: size,
+    alias expansion, depth), so ruamel (pure Python, recursive) and the walk that copies the document never
+    see a bomb or a document nested deeper than they can follow."""
     try:
-        text = source.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ImportInputError(f"cannot read the file: {err}", file=source.display) from None
+        text = bounded.read_text(source.path, bounded.JOB_FILE)
+        bounded.check(text, bounded.JOB_FILE)
+    except OSError as err:
+        raise ImportInputError(f"cannot read the file: {err.strerror or err}", file=source.display) from None
+    except bounded.BoundedInputError as err:
+        raise ImportInputError(err.message, file=source.display, line=err.line) from None
     try:
         return YAML(typ="rt", pure=True).load(text)
     except YAMLError as err:

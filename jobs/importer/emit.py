@@ -137,13 +137,15 @@ def write_atomically(path: Path, text: str, check: Callable[[Path], object]) -> 
     """Replace ``path`` with ``text`` all at once, keeping its permissions, once ``check`` accepts the new
     file (it is called with the written temporary file and raises to refuse it: the original stays)."""
     mode = path.stat().st_mode & 0o777
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    temporary: str | None = None
     try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(temporary, mode)
         check(Path(temporary))
         os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+    except BaseException:  # KeyboardInterrupt included: the caller makes Ctrl-C and SIGTERM raise it
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
         raise

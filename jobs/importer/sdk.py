@@ -41,6 +41,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from infra import bounded
 from jobs.importer.base import PLACEHOLDER_MARK, Draft, ImportInputError, Source, slug
 from jobs.importer.cliv2 import NO_DISTRIBUTION_NOTE, distribution, inline_environment, local_data
 from jobs.importer.mapping import (
@@ -50,7 +51,16 @@ from jobs.importer.mapping import (
     map_environment_reference,
     project_path,
 )
-from jobs.importer.static import Call, DataRef, Module, PathValue, Unknown, evaluate
+from jobs.importer.static import (
+    MAX_SCRIPT_BYTES,
+    Call,
+    DataRef,
+    Module,
+    PathValue,
+    ScriptTooLarge,
+    Unknown,
+    evaluate,
+)
 from model.runs import is_remote_path
 
 V1_KIND = "SDK v1 ScriptRunConfig"
@@ -72,13 +82,17 @@ def _word(token: str) -> str:
 def read(source: Source, ctx: Context) -> list[Draft]:
     """Every ``ScriptRunConfig(...)`` and ``command(...)`` of a script, as drafts (exit 2 when none)."""
     try:
-        text = source.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ImportInputError(f"cannot read the file: {err}", file=source.display) from None
+        text = bounded.decode(bounded.read_bytes(source.path, MAX_SCRIPT_BYTES, "a submission script"))
+    except OSError as err:
+        raise ImportInputError(f"cannot read the file: {err.strerror or err}", file=source.display) from None
+    except bounded.BoundedInputError as err:
+        raise ImportInputError(err.message, file=source.display, line=err.line) from None
     try:
         module = evaluate(text, str(source.path.resolve()))
     except SyntaxError as err:
         raise ImportInputError(f"not Python: {err.msg}", file=source.display, line=err.lineno) from None
+    except ScriptTooLarge as err:
+        raise ImportInputError(str(err), file=source.display, line=err.line) from None
     runs = [c for c in module.calls if c.name == "ScriptRunConfig"]
     commands = [c for c in module.calls if c.name == "command" and c.qualified.startswith(("azure.ai.ml", "command"))]
     if not runs and not commands:

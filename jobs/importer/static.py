@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
+import string
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -36,6 +38,31 @@ KNOWN_CALLS = frozenset({
 SDK_MODULES = ("azureml", "azure.ai.ml")
 _FUNCTIONS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath"})
 """Module functions followed like builtins (``str``, ``Path``...), not as methods of a value."""
+
+MAX_SCRIPT_BYTES = 1024 * 1024
+"""The largest script read: a submission script is a few hundred lines."""
+MAX_NODES = 200_000
+"""The most syntax-tree nodes a script may have (1 MiB of Python is at most about 300,000)."""
+MAX_DEPTH = 100
+"""The deepest nesting of the syntax tree followed (a submission script needs about 20). Python builds
+deeper trees from flat text (``1+1+1...``, ``a.b.b.b...``) and walking them recursively would fail."""
+MAX_VALUE_SIZE = 1 << 16
+"""The largest value followed (characters of a string, items of a list counted in full, bits of an
+integer): a script that doubles a string forty times describes a terabyte; past this size a value is
+:class:`Unknown`, computed at run time as far as the import is concerned. A command line is a few hundred
+characters."""
+MAX_WORK = 2_000_000
+"""The most steps spent measuring values (see :data:`MAX_VALUE_SIZE`) for one script, about a second:
+past it the script is refused rather than followed for minutes."""
+
+
+class ScriptTooLarge(Exception):
+    """A script past :data:`MAX_NODES`, :data:`MAX_DEPTH` or :data:`MAX_WORK` (or one Python itself cannot
+    build a tree of)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -116,6 +143,10 @@ class _Evaluator:
         self.aliases: dict[str, str] = {}
         """Local name -> qualified import (``SRC`` -> ``azureml.core.ScriptRunConfig``)."""
         self.calls: list[Call] = []
+        self.budget = [MAX_WORK]
+
+    def _size(self, value: Any) -> int:
+        return _size(value, self.budget)
 
     # ---------------------------------------------------------------- statements
 
@@ -191,15 +222,15 @@ class _Evaluator:
 
     def expr(self, node: ast.expr) -> Any:
         try:
-            return self._expr(node)
+            value = self._expr(node)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError, RecursionError):
             return self.unknown(node)
+        if not isinstance(value, Unknown | Call | DataRef) and self._size(value) > MAX_VALUE_SIZE:
+            return self.unknown(node, f"`{_short(node)}` builds a value larger than the import follows")
+        return value
 
     def unknown(self, node: ast.AST, why: str | None = None) -> Unknown:
-        text = ast.unparse(node)
-        if len(text) > 80:
-            text = text[:77] + "..."
-        return Unknown(getattr(node, "lineno", 0), why or f"`{text}` is computed at run time")
+        return Unknown(getattr(node, "lineno", 0), why or f"`{_short(node)}` is computed at run time")
 
     def _expr(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
@@ -242,7 +273,7 @@ class _Evaluator:
                     parts.append(str(value.value))
                 elif isinstance(value, ast.FormattedValue):
                     inner = self.expr(value.value)
-                    if not _is_plain(inner) or value.format_spec is not None:
+                    if not _is_plain(inner) or value.format_spec is not None or self._size(inner) > MAX_VALUE_SIZE:
                         return self.unknown(node)
                     parts.append(_text(inner, value.conversion))
             return "".join(parts)
@@ -277,17 +308,22 @@ class _Evaluator:
         if isinstance(left, bool) or isinstance(right, bool):
             return self.unknown(node)
         if isinstance(op, ast.Add) and type(left) is type(right) and isinstance(left, str | list | int | float):
+            if self._size(left) + self._size(right) > MAX_VALUE_SIZE:
+                return self.unknown(node, f"`{_short(node)}` builds a value larger than the import follows")
             return left + right
         if isinstance(left, numbers) and isinstance(right, numbers):
             if isinstance(op, ast.Sub):
                 return left - right
             if isinstance(op, ast.Mult):
+                if self._size(left) + self._size(right) > MAX_VALUE_SIZE:  # bits: 10**9 * 10**9 ... squared forty times
+                    return self.unknown(node, f"`{_short(node)}` builds a number larger than the import follows")
                 return left * right
             if isinstance(op, ast.FloorDiv):
                 return left // right
             if isinstance(op, ast.Add):
                 return left + right
-        if isinstance(op, ast.Mod) and isinstance(left, str) and _is_plain(right):
+        if isinstance(op, ast.Mod) and isinstance(left, str) and _is_plain(right) and _bounded_template(left) \
+                and self._size(right) <= MAX_VALUE_SIZE:
             return left % (tuple(right) if isinstance(right, list) else right)
         return self.unknown(node)
 
@@ -361,7 +397,8 @@ class _Evaluator:
             if name == "join" and len(args) == 1 and isinstance(args[0], list) \
                     and all(isinstance(a, str) for a in args[0]):
                 return receiver.join(args[0])
-            if name == "format" and all(_is_plain(a) for a in [*args, *kwargs.values()]):
+            if name == "format" and all(_is_plain(a) for a in [*args, *kwargs.values()]) \
+                    and _bounded_template(receiver) and self._size([*args, *kwargs.values()]) <= MAX_VALUE_SIZE:
                 return receiver.format(*args, **kwargs)
             if name in ("strip", "lower", "upper") and not args:
                 return getattr(receiver, name)()
@@ -373,6 +410,8 @@ class _Evaluator:
             if name == "as_posix" and not args:
                 return receiver.path
         if isinstance(receiver, list) and name in ("append", "extend") and len(args) == 1:
+            if self._size(receiver) + self._size(args[0]) > MAX_VALUE_SIZE:
+                return self.unknown(node, f"`{_short(node)}` builds a value larger than the import follows")
             if name == "append":
                 receiver.append(args[0])
             elif isinstance(args[0], list):
@@ -435,6 +474,81 @@ def _is_plain(value: Any) -> bool:
     return isinstance(value, str | int | float | bool) or value is None
 
 
+def _short(node: ast.AST) -> str:
+    """The source of ``node`` for a message, cut at 80 characters."""
+    text = ast.unparse(node)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _size(value: Any, budget: list[int]) -> int:
+    """How big ``value`` is when written out: characters of a string, bits of an integer, items of lists and
+    mappings counted in full (a list holding one list twice counts it twice, as its text would). Counting
+    stops just past :data:`MAX_VALUE_SIZE`; each step spends one unit of ``budget`` (a one-item list, the
+    script's remaining :data:`MAX_WORK`), and :class:`ScriptTooLarge` is raised when none is left."""
+    total = 0
+    pending = [value]
+    while pending and total <= MAX_VALUE_SIZE:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ScriptTooLarge("takes more work to follow than a submission script: its values are built "
+                                 "from each other thousands of times over")
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, bool) or item is None:
+            total += 1
+        elif isinstance(item, int):
+            total += max(1, item.bit_length())
+        elif isinstance(item, list | tuple):
+            total += 1 + len(item)
+            pending.extend(item)
+        elif isinstance(item, dict):
+            total += 1 + len(item)
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, PathValue):
+            total += len(item.path)
+        else:
+            total += 1
+    return total
+
+
+def _bounded_spec(spec: str) -> bool:
+    """A width or precision of at most three digits, given in the template itself (``%-10s``, ``{:.3f}``)."""
+    return not any(ch in spec for ch in "{*") and _LONG_NUMBER.search(spec) is None
+
+
+_LONG_NUMBER = re.compile(r"[0-9]{4,}")
+
+
+def _bounded_template(template: str) -> bool:
+    """Whether formatting ``template`` (``%`` or ``str.format``) writes about as much as its arguments: widths
+    and precisions of at most three digits, none taken from the arguments. ``"%999999999d"`` and
+    ``"{:>999999999}"`` describe a gigabyte in a dozen characters."""
+    if not all(_bounded_spec(spec) for spec in _percent_specs(template)):
+        return False
+    try:
+        return all(_bounded_spec(spec or "") for _, _, spec, _ in string.Formatter().parse(template))
+    except ValueError:
+        return True  # not a format template: str.format raises and the value is unknown
+
+
+def _percent_specs(template: str) -> list[str]:
+    """The flags, width and precision of each ``%`` conversion in ``template`` (``%-10.3f`` -> ``-10.3``)."""
+    specs = []
+    i = template.find("%")
+    while i >= 0 and i + 1 < len(template):
+        j = i + 1
+        if template[j] == "(":  # %(name)s: the mapping key may hold digits
+            j = template.find(")", j) + 1 or len(template)
+        start = j
+        while j < len(template) and template[j] in "#0- +*.123456789":
+            j += 1
+        specs.append(template[start:j])
+        i = template.find("%", j + 1 if j < len(template) and template[j] == "%" else j)
+    return specs
+
+
 def _text(value: Any, conversion: int) -> str:
     return repr(value) if conversion == ord("r") else str(value)
 
@@ -447,9 +561,34 @@ def _join(*parts: str) -> str:
 def evaluate(source: str, script: str) -> Module:
     """Read ``source`` (the text of the script at absolute path ``script``) without running it.
 
-    Raises ``SyntaxError`` for text that is not Python.
+    Raises ``SyntaxError`` for text that is not Python and :class:`ScriptTooLarge` for a script past the
+    bounds (:data:`MAX_NODES`, :data:`MAX_DEPTH`, or a tree Python itself cannot build).
     """
-    tree = ast.parse(source, filename=script)
+    try:
+        tree = ast.parse(source, filename=script)
+    except (RecursionError, MemoryError):  # "maximum recursion depth exceeded during ast construction"
+        raise ScriptTooLarge(f"nested too deeply for Python to read (more than {MAX_DEPTH} levels are not "
+                             "followed)") from None
+    except ValueError as err:  # a NUL byte (Python 3.11 raises ValueError for it, later versions SyntaxError)
+        raise SyntaxError(str(err)) from None
+    check_tree(tree)
     evaluator = _Evaluator(script)
     evaluator.run(tree.body)
     return Module(names=evaluator.names, calls=evaluator.calls)
+
+
+def check_tree(tree: ast.AST) -> None:
+    """Raise :class:`ScriptTooLarge` for a tree of more than :data:`MAX_NODES` nodes or deeper than
+    :data:`MAX_DEPTH` (walked without recursion, so any tree is checked)."""
+    count = 0
+    pending: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise ScriptTooLarge(f"more than {MAX_NODES:,} syntax nodes: too large to be a submission script",
+                                 getattr(node, "lineno", None))
+        if depth > MAX_DEPTH:
+            raise ScriptTooLarge(f"nested more than {MAX_DEPTH} levels deep: not a submission script the import "
+                                 "can follow", getattr(node, "lineno", None))
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
