@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
+from infra import regions
 from infra.model import Cluster, Environment, Network, Workspace
 from infra.paths import resolve_inside
 from model import NAMESPACE
@@ -631,6 +632,9 @@ def _raise_all(found: list[tuple[KeyPath, str]], file: str, locate: Locate | Non
     raise ConfigError(file=file, problems=ordered)
 
 
+_REPORTED = "(reported above)"
+"""The region given to the model when its problem is already reported (so it is not also "missing")."""
+
 def build(
     values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset(),
     subscription: str | None = None, locate: Locate | None = None,
@@ -653,7 +657,12 @@ def build(
     if location == SECRET_PLACEHOLDER:
         found.append(((LOCATION_KEY,), "the region is encrypted (secure:) and cannot be read offline; a region is "
                                        "not a secret: set it in plain text"))
-        location = "secret"
+        location = _REPORTED
+    elif isinstance(location, str) and location and location != _REPORTED:
+        try:
+            regions.check(location)
+        except ValueError as err:
+            found.append(((LOCATION_KEY,), str(err)))
     if subscription == SECRET_PLACEHOLDER:
         subscription = None  # encrypted: unknown offline; `pulumi up` compares with the provider's own
     if subscription is not None and not (isinstance(subscription, str) and _GUID.fullmatch(subscription)):
@@ -670,7 +679,7 @@ def build(
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
     if not data["location"] and "location" in values:
-        data["location"] = "(reported above)"  # the region is there, under the wrong key: one problem, not two
+        data["location"] = _REPORTED  # the region is there, under the wrong key: one problem, not two
     try:
         config = StackConfig.model_validate(data, context={"root": root})
     except ValidationError as err:
@@ -693,7 +702,7 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     if location is not None and not isinstance(location, str):
         wrong.append(((LOCATION_KEY,), f"expected a region name such as westeurope "
                                        f"(got {_shown(location, (LOCATION_KEY,))})"))
-        location = "(not a region)"  # reported above; not again as missing
+        location = _REPORTED  # reported above; not again as missing
     for key in stack.config:
         namespace, _, name = key.partition(":")
         if namespace != NAMESPACE and name in _FIELDS:
