@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
-from model.errors import EXIT_OK, EXIT_POLICY, UserError
+from model.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
 from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     # generations are still collected as often as before and free the cyclic garbage: peak memory is unchanged.
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-    stack = load_stack(args.stack)
+    stack = load_checked(args.stack, args.policy_config)
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     pack_config = None
@@ -120,6 +120,55 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(render_offline(stack.config)))
     _progress(f"Done in {time.monotonic() - started:.1f}s.")
     return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
+
+
+def load_checked(name: str, policy_config: Path | None = None) -> LoadedStack:
+    """:func:`~model.project.load_stack`; when the stack file has mistakes, its waivers' own mistakes are added
+    (an unknown rule, what the pack config's governance refuses), which the policy engine would otherwise
+    report only once the rest is fixed: one run says everything it can, each at its line."""
+    try:
+        return load_stack(name)
+    except ConfigError as err:
+        extra = _waiver_problems(name, policy_config) if err.problems else []
+        if not extra:
+            raise
+        raise ConfigError(file=err.file, problems=[*err.problems, *extra]) from None
+
+
+def _waiver_problems(name: str, policy_config: Path | None) -> list[Any]:
+    """The rule and governance problems of the stack file's waivers that are otherwise valid."""
+    import datetime as dt
+
+    from pydantic import ValidationError
+
+    from model import NAMESPACE, stackfile
+    from model.project import find_root
+    from model.waivers import Waiver
+    from policies.catalogue import BY_ID, RULES
+    from policies.packconfig import default_path, load
+    from policies.waivers import governance_problems, reference_problems
+    from policies.waivers import settings as waiver_settings
+
+    root = find_root()
+    try:
+        parsed = stackfile.read(root / f"Pulumi.{name}.yaml")
+        path = policy_config or default_path(root, name)
+        policy = waiver_settings(load(path) if policy_config or path.is_file() else None)
+    except UserError:
+        return []  # the pack config's own mistakes are reported when the stack is planned
+    raw = parsed.config.get(f"{NAMESPACE}:waivers")
+    valid: list[tuple[int, Waiver]] = []
+    for i, item in enumerate(raw if isinstance(raw, list) else []):
+        try:
+            valid.append((i, Waiver.model_validate(item)))
+        except ValidationError:
+            continue  # reported with the stack file's other mistakes
+    waivers, indices = [w for _, w in valid], [i for i, _ in valid]
+    if not waivers:
+        return []
+    found = reference_problems(waivers, rules=BY_ID.keys(), names=None, indices=indices, locate=parsed.position_of)
+    return found + governance_problems(waivers, severities={r.id: r.severity for r in RULES}, policy=policy,
+                                       today=dt.date.today(), indices=indices, locate=parsed.position_of)
 
 
 class PlanResult:
@@ -274,5 +323,6 @@ def plan_stack(
         [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
         stack_name=stack.name,
         prices=prices,
+        locate=stack.file.position_of,
     )
     return PlanResult(stack, plan, runs, job_files, report)
