@@ -85,7 +85,8 @@ def test_init_refuses_a_region_azure_does_not_have(tmp_path: Path, monkeypatch: 
     assert main(["init", "--stack", "mine", "--region", "east-us-2"]) == 2
     assert "--region: 'east-us-2' is not an Azure region name: did you mean eastus2?" in capsys.readouterr().err
     assert not (project / "Pulumi.mine.yaml").exists()
-    assert main(["init", "--stack", "mine", "--region", "francecentral"]) == 0
+    assert main(["init", "--stack", "mine", "--region", "West Europe"]) == 0
+    assert "  azure-native:location: westeurope\n" in (project / "Pulumi.mine.yaml").read_text()  # ARM's spelling
 
 
 def test_a_misspelt_stack_name_gets_the_closest_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -165,12 +165,13 @@ def run(args: argparse.Namespace) -> int:
         regions.check(args.region)
     except ValueError as err:
         raise UserError(str(err), key="--region") from None
+    region = regions.load().canonical(args.region)  # "West Europe" is written as westeurope
     root = find_root()
     path = root / f"Pulumi.{args.stack}.yaml"
     if path.exists() and not args.force:
         raise UserError(f"{path.name} exists; give --force to replace it, or choose another --stack", key="--stack")
     code = SAMPLE_CODE if (root / SAMPLE_CODE / "train_ddp.py").is_file() else STARTER_CODE
-    text = stack_text(args.stack, sku=sku, nodes=nodes, region=args.region, code=code)
+    text = stack_text(args.stack, sku=sku, nodes=nodes, region=str(region), code=code)
 
     staged = path.with_name(f".{path.name}.init")
     try:

@@ -265,20 +265,9 @@ class PlanResult:
         }
 
     def render_text(self, out: Path) -> str:
-        from amlgpu.render import plan_tree
+        from amlgpu.render import stack_report
 
-        text = plan_tree(self, _display_path(out))
-        if self.cost is not None:
-            stack_cost = self.cost.to_json()["stack"]
-            text += (f"\nCost at list price: {stack_cost['ceiling_usd_per_hour']} USD/h with every cluster at max "
-                     f"nodes, {stack_cost['floor_usd_per_month']} USD/month idle floor (cost.json).")
-            unsold = [f"{c.name} ({c.size} in {c.region})" for c in self.cost.not_listed]
-            if unsold:
-                text += (f"\nNot listed as sold in its region (Microsoft's products-by-region table): "
-                         f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
-        if self.diff is not None:
-            text += f"\nAgainst {self.diff['base']}: {self.diff['verdict']} (diff.json)"
-        return text
+        return stack_report(self, _display_path(out))
 
 
 def _display_path(path: Path) -> str:
