@@ -53,7 +53,8 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # vocabulary of Azure ML's CLI v2 docs, which is the vocabulary of the stack file.
 FIELD_DOCS: dict[str, str] = {
     "StackConfig.location": "Azure region of every resource, e.g. westeurope. Set as azure-native:location "
-    "(the provider's own setting) or as workspace.location.",
+    "(the provider's own setting) or as workspace.location. ARM's name or the display name (West Europe), in any "
+    "case; a name Azure does not have (infra/regions.json) is refused with the closest ones.",
     "StackConfig.workspace": "The Azure ML workspace and its dependencies (storage, key vault, registry, "
     "monitoring).",
     "StackConfig.network": "The private network of the workspace and its clusters: a new virtual network, or "
@@ -105,7 +106,8 @@ FIELD_DOCS: dict[str, str] = {
     "network).",
     "Cluster.ssh_public_access_enabled": "Open SSH to the nodes.",
     "Cluster.identity": "The cluster's managed identity, used by runs to reach data and the registry.",
-    "Cluster.location": "Region of the cluster when it differs from the workspace's.",
+    "Cluster.location": "Region of the cluster when it differs from the workspace's (an Azure region name, as "
+    "for azure-native:location).",
     "Cluster.description": "Free text shown in Azure ML studio.",
     "Cluster.tags": "Azure tags on the cluster.",
     # environments

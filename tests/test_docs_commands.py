@@ -146,6 +146,7 @@ FRAMEWORK_LAUNCHERS = {
     "hf-accelerate": "accelerate",
     "deepspeed-per-process": "per-process",
     "deepspeed-mpi": "mpi",
+    "deepspeed-cli": "deepspeed",
     "horovod-mpi": "horovod",
     "tf-multiworker": "tf-multiworker",
 }
