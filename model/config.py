@@ -353,10 +353,12 @@ def raw_references(data: Mapping[str, Any]) -> list[tuple[KeyPath, str]]:
                 and not environment.startswith(("azureml:", FILE_PREFIX)) and environment not in environments:
             found.append((("jobs", i, "environment"), _unknown_environment(name, environment, environments)))
     waivers = data.get("waivers")
-    pairs = [(w.get("rule"), w.get("resource")) if isinstance(w, dict) else (i, None)
-             for i, w in enumerate(waivers if isinstance(waivers, list) else [])]
-    found += [(("waivers", i), _duplicate_waiver(j, *pairs[i])) for i, j in _repeated(pairs)
-              if all(isinstance(part, str) for part in pairs[i])]
+    # (rule, resource) of each waiver that names both; an entry that does not is its own (i, None), never repeated.
+    pairs: list[tuple[object, object]] = [
+        (w["rule"], w["resource"]) if isinstance(w, dict) and isinstance(w.get("rule"), str)
+        and isinstance(w.get("resource"), str) else (i, None)
+        for i, w in enumerate(waivers if isinstance(waivers, list) else [])]
+    found += [(("waivers", i), _duplicate_waiver(j, *pairs[i])) for i, j in _repeated(pairs)]
     return found
 
 
