@@ -368,7 +368,9 @@ def cost_markdown(cost: CostReport, change: Mapping[str, Any] | None = None) -> 
             f"Microsoft's products-by-region table ({regions.date}): it has no list price there and the cluster may "
             "not deploy (`amlgpu preflight` asks the subscription)." for c in cost.not_listed]
     dated = sorted({f"{c.size} in {c.region}: {c.price_date}" for c in cost.clusters if c.price_date})
+    sources = sorted({c.price_source for c in cost.clusters if c.price_source})
     lines += ["", "Prices: Linux list prices from the pricing table (`infra/prices.json`, Azure Retail Prices API"
               + (f"; {'; '.join(dated)}" if dated else "") + "). *unknown*: the table has no price for that size, "
               "region and tier (`amlgpu prices refresh --region R`, or `--prices FILE`)."]
+    lines += [f"- Source: {_cell(source)}" for source in sources]
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra import capabilities, naming, skus
+from infra import capabilities, naming, regions, skus
 from infra.azure import PRIVATE_DNS_ZONES
 from infra.capabilities import Capabilities
 from infra.enums import AnyCase, CamelOrSnakeCase, SnakeOrPascalCase
@@ -33,6 +34,11 @@ from infra.paths import files_inside
 _ZONE_ID = re.compile(
     r"^/subscriptions/[^/]+/resource[Gg]roups/[^/]+/providers/Microsoft\.Network/privateDnsZones/(?P<zone>[^/]+)$"
 )
+
+
+Region = Annotated[str, AfterValidator(regions.check)]
+"""An Azure region, as ARM names it (``westeurope``) or by its display name (``West Europe``): see
+:mod:`infra.regions`."""
 
 
 class Model(BaseModel):
@@ -90,7 +96,7 @@ class ImageBuildCompute(Model):
 
 class Workspace(Model):
     name: naming.WorkspaceName
-    location: str | None = None
+    location: Region | None = None
     """Azure region; defaults to the ``azure-native:location`` provider setting."""
     resource_group: naming.ResourceGroupName | None = None
     """Defaults to ``rg-<workspace name>``."""
@@ -262,7 +268,7 @@ class Cluster(Model):
     enable_node_public_ip: StrictBool = False
     ssh_public_access_enabled: StrictBool = False
     identity: Identity = Identity()
-    location: str | None = None
+    location: Region | None = None
     description: str | None = None
     tags: dict[str, str] = {}
 

@@ -37,7 +37,7 @@ SCHEMA_COMMENT = "# yaml-language-server: $schema=https://azuremlschemas.azureed
 """Lets editors validate and complete the file without adding a key the spec does not have."""
 
 _RENDERED_KEYS = frozenset({
-    "type", "name", "display_name", "experiment_name", "description", "tags", "code", "command",
+    "type", "name", "display_name", "experiment_name", "description", "tags", "properties", "code", "command",
     "environment", "compute", "inputs", "outputs", "environment_variables", "resources", "distribution",
     "limits", "identity", "services", "queue_settings",
 })
@@ -118,6 +118,7 @@ def _build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
         experiment_name=spec.get("experiment_name"),
         description=spec.get("description"),
         tags=dict(spec.get("tags") or {}),
+        properties=dict(spec.get("properties") or {}),
         code=str(root / spec["code"]) if spec.get("code") is not None else None,
         command=spec["command"],
         environment=environment,

@@ -96,6 +96,7 @@ def _spec(run: Run, config: StackConfig, launcher: str, environment_id: str | di
         "experiment_name": run.experiment_name,
         "description": run.description,
         "tags": dict(run.tags),
+        "properties": dict(run.properties),
         "code": _code_path(run.code),
         "command": run.command,
         "environment": environment_id,

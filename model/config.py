@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from infra import bounded
+from infra import bounded, regions
 from infra.model import Cluster, Environment, Network, Workspace
 from infra.paths import resolve_inside
 from model import NAMESPACE
@@ -107,6 +107,8 @@ class StackConfig(BaseModel):
                 if item.name.lower() in seen:
                     found.add((section, i, "name"), f"duplicate name {item.name!r}")
                 seen.add(item.name.lower())
+        for i, j in _repeated([(w.rule, w.resource) for w in self.waivers]):
+            found.add(("waivers", i), _duplicate_waiver(j, self.waivers[i].rule, self.waivers[i].resource))
         builder = self.workspace.image_build_compute.name.lower()
         if self.workspace.public_network_access == "Disabled":
             for i, cluster in enumerate(self.clusters):
@@ -142,10 +144,7 @@ class StackConfig(BaseModel):
         jobs = list(self.jobs)
         for i, run in enumerate(self.jobs):
             if run.compute not in clusters:
-                found.add(
-                    ("jobs", i, "compute"),
-                    f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}",
-                )
+                found.add(("jobs", i, "compute"), _unknown_cluster(run.name, run.compute, clusters))
             run_env = run.environment
             if isinstance(run_env, str) and run_env.startswith(FILE_PREFIX):
                 try:
@@ -153,11 +152,7 @@ class StackConfig(BaseModel):
                 except ValueError as err:
                     found.add(("jobs", i, "environment"), f"run {run.name!r}: {err}")
             elif isinstance(run_env, str) and not run_env.startswith("azureml:") and run_env not in environments:
-                found.add(
-                    ("jobs", i, "environment"),
-                    f"run {run.name!r}: unknown environment {run_env!r}{_hint(run_env, environments)} "
-                    "(or give a full azureml: reference, file: or an inline environment)",
-                )
+                found.add(("jobs", i, "environment"), _unknown_environment(run.name, run_env, environments))
             elif isinstance(run_env, InlineEnvironment):
                 problem = _inline_files_missing(run_env, root)
                 if problem:
@@ -324,6 +319,66 @@ def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
         found.add(key, f"{path!r} leads outside the project root (symbolic links followed); "
                        "name a file or folder inside the project")
     return bool(outside)
+
+
+def _unknown_cluster(run: object, compute: str, clusters: Mapping[str, object]) -> str:
+    return f"run {run!r}: unknown cluster {compute!r}{_hint(compute, clusters)}"
+
+
+def _unknown_environment(run: object, environment: str, environments: Mapping[str, object]) -> str:
+    return (f"run {run!r}: unknown environment {environment!r}{_hint(environment, environments)} "
+            "(or give a full azureml: reference, file: or an inline environment)")
+
+
+def _raw_names(items: Any) -> dict[str, None] | None:
+    """The ``name`` of every entry of a section as written, or None when one has no name (or it is no list)."""
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        return None
+    names = [item.get("name") if isinstance(item, dict) else None for item in items]
+    return dict.fromkeys(n for n in names if isinstance(n, str)) if all(isinstance(n, str) for n in names) else None
+
+
+def _repeated(keys: list[Any]) -> list[tuple[int, int]]:
+    """``(i, j)`` for each key equal to an earlier one, ``j`` the first's index."""
+    first: dict[Any, int] = {}
+    return [(i, first[key]) for i, key in enumerate(keys) if first.setdefault(key, i) != i]
+
+
+def _duplicate_waiver(first: int, rule: object, resource: object) -> str:
+    # The engine would apply the first and report this one as unused: one decision, one entry.
+    return (f"duplicate waiver: waivers[{first}] already waives {rule} for {resource!r}; keep one (with the reason "
+            "and expiry you mean)")
+
+
+def raw_references(data: Mapping[str, Any]) -> list[tuple[KeyPath, str]]:
+    """What :class:`StackConfig`'s cross-reference check would say of the runs' clusters and environments,
+    read from the values as written. Pydantic runs that check only once every field is valid, so without
+    this a mistake elsewhere in the file would hide an unknown cluster until the next run. Only what the
+    values say for certain is reported: nothing when a section cannot be read. Duplicate waivers too."""
+    found: list[tuple[KeyPath, str]] = []
+    # No clusters at all is its own problem (the section is required), not one per run naming one.
+    clusters = _raw_names(data.get("clusters")) or None
+    environments = _raw_names(data.get("environments"))
+    jobs = data.get("jobs")
+    for i, job in enumerate(jobs if isinstance(jobs, list) else []):
+        if not isinstance(job, dict):
+            continue
+        name, compute, environment = job.get("name"), job.get("compute"), job.get("environment")
+        if clusters is not None and isinstance(compute, str) and compute.removeprefix("azureml:") not in clusters:
+            found.append((("jobs", i, "compute"), _unknown_cluster(name, compute.removeprefix("azureml:"), clusters)))
+        if environments is not None and isinstance(environment, str) and environment \
+                and not environment.startswith(("azureml:", FILE_PREFIX)) and environment not in environments:
+            found.append((("jobs", i, "environment"), _unknown_environment(name, environment, environments)))
+    waivers = data.get("waivers")
+    # (rule, resource) of each waiver that names both; an entry that does not is its own (i, None), never repeated.
+    pairs: list[tuple[object, object]] = [
+        (w["rule"], w["resource"]) if isinstance(w, dict) and isinstance(w.get("rule"), str)
+        and isinstance(w.get("resource"), str) else (i, None)
+        for i, w in enumerate(waivers if isinstance(waivers, list) else [])]
+    found += [(("waivers", i), _duplicate_waiver(j, *pairs[i])) for i, j in _repeated(pairs)]
+    return found
 
 
 def _hint(value: str, known: Mapping[str, object]) -> str:
@@ -651,6 +706,9 @@ def _raise_all(found: list[tuple[KeyPath, str]], file: str, locate: Locate | Non
     raise ConfigError(file=file, problems=ordered)
 
 
+_REPORTED = "(reported above)"
+"""The region given to the model when its problem is already reported (so it is not also "missing")."""
+
 def build(
     values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset(),
     subscription: str | None = None, locate: Locate | None = None,
@@ -673,7 +731,12 @@ def build(
     if location == SECRET_PLACEHOLDER:
         found.append(((LOCATION_KEY,), "the region is encrypted (secure:) and cannot be read offline; a region is "
                                        "not a secret: set it in plain text"))
-        location = "secret"
+        location = _REPORTED
+    elif isinstance(location, str) and location and location != _REPORTED:
+        try:
+            regions.check(location)
+        except ValueError as err:
+            found.append(((LOCATION_KEY,), str(err)))
     if subscription == SECRET_PLACEHOLDER:
         subscription = None  # encrypted: unknown offline; `pulumi up` compares with the provider's own
     if subscription is not None and not (isinstance(subscription, str) and _GUID.fullmatch(subscription)):
@@ -690,12 +753,16 @@ def build(
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
     if not data["location"] and "location" in values:
-        data["location"] = "(reported above)"  # the region is there, under the wrong key: one problem, not two
+        data["location"] = _REPORTED  # the region is there, under the wrong key: one problem, not two
     try:
         config = StackConfig.model_validate(data, context={"root": root})
     except ValidationError as err:
-        found += [(_in_file(path), message) for path, message in _problems_of(err, data)
-                  if not (path and path[0] in secret)]
+        problems = _problems_of(err, data)
+        if not any(error["type"] == "stack_reference" for error in err.errors()):
+            # The cross-reference check did not run: say what it would have said (not twice at one key).
+            at = {path for path, _ in problems}
+            problems += [(path, message) for path, message in raw_references(data) if path not in at]
+        found += [(_in_file(path), message) for path, message in problems if not (path and path[0] in secret)]
     if found:
         _raise_all(found, file, locate)
     return config
@@ -713,7 +780,7 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     if location is not None and not isinstance(location, str):
         wrong.append(((LOCATION_KEY,), f"expected a region name such as westeurope "
                                        f"(got {_shown(location, (LOCATION_KEY,))})"))
-        location = "(not a region)"  # reported above; not again as missing
+        location = _REPORTED  # reported above; not again as missing
     for key in stack.config:
         namespace, _, name = key.partition(":")
         if namespace != NAMESPACE and name in _FIELDS:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,9 @@ def load_stack(name: str, root: Path | None = None) -> LoadedStack:
         )
     if not path.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
-        raise UserError(f"no stack file {path.name} in {root}; stacks here: {', '.join(known) or 'none'}")
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UserError(f"no stack file {path.name} in {root}; {hint}stacks here: {', '.join(known) or 'none'}",
+                        key="--stack")
     parsed = stackfile.read(path)
     return LoadedStack(name=name, root=root, file=parsed, config=from_stackfile(parsed, root))

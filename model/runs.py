@@ -251,6 +251,8 @@ class Run(Model):
     experiment_name: str | None = None
     description: str | None = None
     tags: dict[str, str] = {}
+    properties: dict[str, str] = {}
+    """Azure ML job properties: name-value pairs kept with the job, like tags but set once at submission."""
     code: str | None = None
     """Folder relative to the project root, uploaded as the run's snapshot (none: the command needs only
     the environment)."""

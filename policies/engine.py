@@ -23,7 +23,15 @@ from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
 from policies.rule import SEVERITIES, Rule, Violation
 from policies.stack import Owner, Stack
-from policies.waivers import CONFIG_KEY, check_governance, check_references
+from policies.waivers import (
+    CONFIG_KEY,
+    Locate,
+    check_governance,
+    check_references,
+    governance_problems,
+    raise_all,
+    reference_problems,
+)
 from policies.waivers import settings as waiver_settings
 
 Level = Literal["error", "warning", "note"]
@@ -239,6 +247,7 @@ def evaluate(
     stack_name: str | None = None,
     prices: PriceTable | None = None,
     stack_settings: Mapping[str, Any] | None = None,
+    locate: Locate | None = None,
 ) -> Report:
     """Evaluate every rule on a planned stack.
 
@@ -248,11 +257,12 @@ def evaluate(
     the date waivers expire against (default: today); ``source``: the stack file's name, used in
     error messages; ``stack_name``: which of the pack config's waivers (``policy-waivers.waivers``) are
     this stack's; ``prices``: the pricing table for budget rules (default: the shipped one); ``stack_settings``:
-    the stack file's config keys outside the project's namespace, with their values (:attr:`Stack.settings`).
+    the stack file's config keys outside the project's namespace, with their values (:attr:`Stack.settings`);
+    ``locate``: positions in the stack file, for the waivers' problems.
 
-    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``,
-    for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``), and for
-    a waiver the pack config's governance refuses (:func:`policies.waivers.check_governance`: a
+    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``, and,
+    all at once, for every waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``)
+    or that the pack config's governance refuses (:func:`policies.waivers.check_governance`: a
     critical rule waived in a stack file, an expiry too far ahead).
     """
     today = today or dt.date.today()
@@ -263,8 +273,10 @@ def evaluate(
     owners = {stack.owner(r).name for r in stack.resources}
     names = locator.names | owners
     severities = {r.id: r.severity for r in RULES}
-    check_references(config.waivers, rules=BY_ID.keys(), names=names, file=source)
-    check_governance(config.waivers, severities=severities, policy=policy, today=today, file=source)
+    # Every waiver problem of the stack file at once, each at its line.
+    problems = reference_problems(config.waivers, rules=BY_ID.keys(), names=names, locate=locate)
+    problems += governance_problems(config.waivers, severities=severities, policy=policy, today=today, locate=locate)
+    raise_all(problems, source)
     platform = policy.for_stack(stack_name)
     # Keys name the pack config's list, which holds every stack's waivers: index this stack's within it.
     indices = [i for i, w in enumerate(policy.waivers) if w.stack == stack_name]

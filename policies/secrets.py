@@ -141,7 +141,8 @@ def _command_pairs(command: str) -> Iterator[tuple[str, str]]:
 
 
 def secrets_in_definition(spec: Mapping[str, Any]) -> list[str]:
-    """Secrets in a job's ``command`` arguments, literal ``inputs`` and ``tags``, as ``where (reason)``."""
+    """Secrets in a job's ``command`` arguments, literal ``inputs``, ``tags`` and ``properties``, as
+    ``where (reason)``."""
     found: list[str] = []
     for key, value in _command_pairs(str(spec.get("command", ""))):
         why = judge(key, value)
@@ -156,4 +157,8 @@ def secrets_in_definition(spec: Mapping[str, Any]) -> list[str]:
         why = judge(name, value)
         if why:
             found.append(f"tag {name} ({why})")
+    for name, value in sorted((spec.get("properties") or {}).items()):  # as readable as tags
+        why = judge(name, value)
+        if why:
+            found.append(f"property {name} ({why})")
     return list(dict.fromkeys(found))

@@ -43,10 +43,13 @@ def waiver_lines(report: Report, base_waivers: Sequence[Waiver] | None = None) -
     and changed ones; without, every waiver in effect. Each says what it waives, until when, and where
     it was granted: "this change waives 1 high finding until 2026-07-31 (new, stack file): ..."."""
     marks = changed(base_waivers, report.waivers)
+    expired = [w for _, w in report.expired_waivers]
     out = []
     for waiver in report.waivers:
         if base_waivers is not None and waiver.key() not in marks:
             continue
+        if base_waivers is None and any(waiver is w for w in expired):
+            continue  # no longer in effect: listed under "Expired waivers"
         excused = [f for f in report.findings if f.waiver is waiver]
         by_severity = [(s, sum(1 for f in excused if f.rule.severity == s)) for s in SEVERITIES]
         what = ", ".join(_plural(n, f"{s} finding") for s, n in by_severity if n) or "no finding (yet)"

@@ -24,6 +24,28 @@ ROOT = Path(__file__).resolve().parent.parent
 NS = "aml-gpu-training"
 
 
+SHIPPED_STACK_FILES = (
+    "Pulumi.dev.yaml",
+    "Pulumi.prod.yaml",
+    "examples/multi-team/Pulumi.nlp.yaml",
+    "examples/multi-team/Pulumi.research.yaml",
+    "examples/multi-team/Pulumi.vision.yaml",
+)
+"""The stack files the project ships, relative to its root. Tests enumerate these, never the folder: a reader
+who follows the quick start has a ``Pulumi.mine.yaml`` of their own beside them (tests/test_stack_files.py
+keeps this list equal to the git-tracked stack files)."""
+
+
+def shipped_stacks(folder: str = "") -> list[Path]:
+    """The shipped stack files in ``folder`` (default: the project root), sorted."""
+    return sorted(ROOT / name for name in SHIPPED_STACK_FILES if str(Path(name).parent) == (folder or "."))
+
+
+def shipped_stack_names(folder: str = "") -> list[str]:
+    """``dev``, ``prod``... of :func:`shipped_stacks`."""
+    return [p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in shipped_stacks(folder)]
+
+
 def dev_config() -> dict[str, Any]:
     """The shipped dev stack's config mapping (a fresh copy to mutate)."""
     return copy.deepcopy(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"])

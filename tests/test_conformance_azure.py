@@ -33,7 +33,7 @@ import pytest
 
 from amlgpu.plan import run_program
 from model.stackfile import read
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shipped_stacks
 
 Resource = dict[str, Any]
 
@@ -41,7 +41,7 @@ STACKS = {
     "dev": ROOT / "Pulumi.dev.yaml",
     "prod": ROOT / "Pulumi.prod.yaml",
     **{f"multi-team/{p.stem.removeprefix('Pulumi.')}": p
-       for p in sorted((ROOT / "examples/multi-team").glob("Pulumi.*.yaml"))},
+       for p in shipped_stacks("examples/multi-team")},
 }
 
 # --------------------------------------------------------------------------------------------- names

@@ -29,7 +29,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import NS, ROOT, copy_project_folders, dev_config, make_project
+from tests.conftest import (
+    NS,
+    ROOT,
+    copy_project_folders,
+    dev_config,
+    make_project,
+    shipped_stack_names,
+    shipped_stacks,
+)
 
 PAGES = (
     "docs/quickstart.md",
@@ -72,7 +80,7 @@ def blocks(page: str) -> list[Block]:
 def _scratch_project(folder: Path) -> Path:
     """A copy of the project a reader would have; shared trees are links, the rest copies (writable)."""
     folder.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in ROOT.glob("Pulumi.*.yaml"))):
+    for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in shipped_stacks())):
         shutil.copy(ROOT / name, folder / name)
     for name in ("docs", "schema", "examples", ".github", "policies"):
         shutil.copytree(ROOT / name, folder / name)
@@ -138,6 +146,7 @@ FRAMEWORK_LAUNCHERS = {
     "hf-accelerate": "accelerate",
     "deepspeed-per-process": "per-process",
     "deepspeed-mpi": "mpi",
+    "deepspeed-cli": "deepspeed",
     "horovod-mpi": "horovod",
     "tf-multiworker": "tf-multiworker",
 }
@@ -246,8 +255,7 @@ DISTINCT = sorted({c.argv: c for c in DOC_COMMANDS}.values(), key=lambda c: (c.a
 
 def _stacks_named_in_docs() -> set[str]:
     """Stacks a reader has: the project's, the examples' (copied in by their page) and init's."""
-    stacks = {p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml")}
-    stacks |= {p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "examples").rglob("Pulumi.*.yaml")}
+    stacks = {*shipped_stack_names(), *shipped_stack_names("examples/multi-team")}
     return stacks | {c.argv[c.argv.index("--stack") + 1] for c in DOC_COMMANDS if c.argv[0] == "init"}
 
 
@@ -279,7 +287,7 @@ def test_the_docs_name_commands_that_parse_with_stacks_and_runs_that_exist() -> 
 def docs_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reader's project: the examples' stack files copied in, as examples/multi-team says to."""
     project = _scratch_project(tmp_path_factory.mktemp("docs") / "project")
-    for path in (ROOT / "examples").rglob("Pulumi.*.yaml"):
+    for path in shipped_stacks("examples/multi-team"):
         shutil.copy(path, project / path.name)
     return project
 

@@ -122,8 +122,8 @@ def test_init_without_the_sample_workloads_writes_the_starter_folder(tmp_path: P
         (["--stack", "x", "--sku", "Standard_NC24r"], "error: --sku: Standard_NC24r is retired (retired): choose a "
                                                       "current size\n"),
         (["--stack", "x", "--nodes", "0"], "error: --nodes: --nodes 0: give 1 to 64 nodes\n"),
-        (["--stack", "x", "--region", "West Europe"], "error: --region: region 'West Europe' is not an Azure region "
-                                                      "name such as westeurope or eastus2\n"),
+        (["--stack", "x", "--region", "eastus3"], "error: --region: 'eastus3' is not an Azure region name: did you "
+                                                  "mean eastus, westus3 or eastus2?\n"),
         (["--stack", "../x"], "error: --stack: stack name '../x' is invalid: 1-29 letters, digits, '_', '.' or '-'\n"),
     ],
     ids=["exists", "amd", "retired", "no-nodes", "region", "path"],

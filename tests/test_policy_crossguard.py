@@ -222,7 +222,7 @@ def test_a_waiver_for_an_unknown_resource_fails_the_waiver_policy(tmp_path: Path
     pack = _project_with_waivers(tmp_path, {"rule": "run-gpus-left-idle", "resource": "no-such-run",
                                             "reason": "typo in the run name here"})
     (message,) = [m for m, _ in reported(pack["policy-waivers"], baseline())]
-    assert message.startswith(f"Pulumi.{STACK}.yaml: aml-gpu-training:waivers[0].resource: no resource or run")
+    assert message.startswith(f"Pulumi.{STACK}.yaml  aml-gpu-training:waivers[0].resource  no resource or run")
 
 
 def test_the_real_pack_answers_the_analyzer_protocol() -> None:

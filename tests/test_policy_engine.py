@@ -14,7 +14,7 @@ import pytest
 
 from model.errors import ConfigError
 from policies.packconfig import load
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shipped_stack_names
 from tests.test_policy_baseline import TODAY, Baseline, baseline, fingerprint_of
 
 
@@ -140,7 +140,7 @@ def test_findings_point_at_the_declaration_in_the_stack_file() -> None:
     assert by_rule["compute-no-node-public-ip"] == ("aml-gpu-training:clusters", 0, "enable_node_public_ip")
 
 
-@pytest.mark.parametrize("stack", sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml")))
+@pytest.mark.parametrize("stack", shipped_stack_names())
 def test_shipped_stacks_have_no_mandatory_finding(stack: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "amlgpu", "plan", "--stack", stack, "--out", str(tmp_path), "--format", "json"],

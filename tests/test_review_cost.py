@@ -38,7 +38,7 @@ def cost_of(b: Baseline) -> dict[str, Any]:
 def test_cluster_ceiling_floor_and_run_figures() -> None:
     cost = cost_of(on_h100())
     cluster = next(c for c in cost["clusters"] if c["name"] == "gpu-a100")
-    assert cluster["node_usd_per_hour"] == RATE and cluster["price"]["date"] == "2026-10-07"
+    assert cluster["node_usd_per_hour"] == RATE and cluster["price"]["date"] == "2024-08-18"
     assert cluster["ceiling_usd_per_hour"] == round(4 * RATE, 2)
     assert cluster["floor_usd_per_month"] == round(RATE * HOURS_PER_MONTH, 2)
     run = next(r for r in cost["runs"] if r["name"] == "ddp-per-process")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,13 @@ def test_a_plan_against_its_previous_plan_reports_no_change(dev_plan_folder: Pat
     assert not (dev_plan_folder / "diff.json").exists()
 
 
-def _worktrees() -> set[str]:
-    """The paths of the repository's worktrees (not their HEADs: other worktrees of a developer's clone
-    may commit while the test runs)."""
-    listing = subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
-                             text=True, check=True).stdout.splitlines()
-    return {line.removeprefix("worktree ") for line in listing if line.startswith("worktree ")}
+def _worktrees() -> list[str]:
+    """The worktrees of the repository under this session's temporary folder, where a base is planned (the
+    repository's other worktrees, and other test sessions', come and go on their own)."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    mine = str(Path(tempfile.gettempdir()).resolve())
+    return [line for line in listed if line.startswith("worktree ") and line.removeprefix("worktree ").startswith(mine)]
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")

@@ -10,6 +10,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import re
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ import pytest
 from amlgpu.cli import main
 from amlgpu.commands import prices as command
 from infra import availability, prices
-from infra.skus import CATALOGUE
+from infra.model import ImageBuildCompute
+from infra.skus import CATALOGUE, CPU_SIZES
 from model.errors import UserError
 from tests.conftest import ROOT
 
@@ -47,7 +49,7 @@ def test_the_shipped_table_is_valid_dated_and_sourced() -> None:
     table = prices.parse(data)
     for region, sizes in data["regions"].items():
         for size, tiers in sizes.items():
-            assert size in CATALOGUE, size
+            assert size in CATALOGUE or size in CPU_SIZES, size
             for tier, figure in tiers.items():
                 assert figure["usd_per_hour"] > 0 and figure["source"] and dt.date.fromisoformat(figure["date"])
                 assert table.price(size, region, tier) == prices.Price(**figure)
@@ -57,20 +59,34 @@ SKYPILOT_ROWS = FIXTURES / "skypilot-catalog-azure-vms.csv"
 
 
 def test_every_figure_taken_from_the_skypilot_catalogue_is_its_recorded_row() -> None:
-    """The figures sourced from SkyPilot's catalogue agree with the rows kept as the fixture, and every
-    catalogue size those rows price in a region of the table has a figure there."""
+    """The pay-as-you-go figures are exactly the recorded rows of the sizes a stack can use (every current
+    catalogue size and the image-build cluster's default, Standard_DS3_v2), in every region the catalogue
+    covers: each figure equals its row, and no row is left out."""
+    builder = ImageBuildCompute.model_fields["size"].default
+    usable = {size for size, sku in CATALOGUE.items() if sku.retired is None} | {builder}
     with SKYPILOT_ROWS.open(newline="") as handle:
-        rows = {(r["Region"], r["InstanceType"]): float(r["Price"]) for r in csv.DictReader(handle)}
+        rows = {(r["Region"], r["InstanceType"]): float(r["Price"]) for r in csv.DictReader(handle)
+                if r["InstanceType"] in usable}
     data = json.loads(prices.DEFAULT_TABLE.read_text())
-    taken = [(region, size, figure) for region, sizes in data["regions"].items() for size, tiers in sizes.items()
-             for tier, figure in tiers.items() if "skypilot-catalog" in figure["source"]]
-    assert len(taken) == 16
-    for region, size, figure in taken:
-        assert rows[(region, size)] == figure["usd_per_hour"], (region, size)
-    table = prices.parse(data)
-    for (region, size) in rows:
-        if region in data["regions"] and size in CATALOGUE and CATALOGUE[size].retired is None:
-            assert table.price(size, region, "dedicated") is not None, (region, size)
+    figures = [(region, size, tier, figure) for region, sizes in data["regions"].items()
+               for size, tiers in sizes.items() for tier, figure in tiers.items()
+               if "skypilot-catalog" in figure["source"]]
+    assert {tier for _, _, tier, _ in figures} == {"dedicated"}
+    taken = {(region, size): figure["usd_per_hour"] for region, size, _, figure in figures}
+    assert taken == rows
+    assert {region for region, _ in rows} == {"centralus", "eastus", "eastus2", "northcentralus", "southcentralus",
+                                              "westcentralus", "westus", "westus2", "westus3"}
+    assert all((region, builder) in taken for region in {region for region, _ in rows})
+
+
+def test_every_figure_names_its_source_plainly() -> None:
+    """A repository, a path and a commit (or a page) for every figure: nothing "found by code search"."""
+    data = json.loads(prices.DEFAULT_TABLE.read_text())
+    for sizes in data["regions"].values():
+        for tiers in sizes.values():
+            for figure in tiers.values():
+                assert re.search(r"@ [0-9a-f]{40}|at commit [0-9a-f]{40}", figure["source"]), figure["source"]
+                assert "code search" not in figure["source"]
 
 
 AVAILABILITY = ROOT / "tests" / "fixtures" / "region-availability" / "products-by-region-gpu.json"
@@ -108,29 +124,13 @@ LOW_PRIORITY_LINES = {
 """The Linux meters quoted in the fixture README (azure-benchmark-scripts @ 1e213534, 2023-05-25)."""
 
 
-def test_every_current_catalogue_size_sold_in_a_region_of_the_table_has_a_dedicated_price_there() -> None:
-    """Coverage of the shipped table: in each of its regions, a current catalogue size has a pay-as-you-go
-    figure unless Microsoft does not list its series there. The sizes left are the ones no recorded
-    source prices; the list is exact, so a figure added (or lost) must update it."""
+def test_the_low_priority_figure_is_the_line_its_readme_quotes() -> None:
     table = prices.load()
-    sold = availability.load()
     readme = (FIXTURES / "README.md").read_text()
     for (region, size), tiers in LOW_PRIORITY_LINES.items():
         for tier, value in tiers.items():
             assert table.price(size, region, tier).usd_per_hour == value  # type: ignore[union-attr]
         assert f"| {size} |        {tiers['low_priority']}  | {region}" in readme
-    unpriced = {
-        (region, size)
-        for region in table.regions
-        for size, sku in CATALOGUE.items()
-        if sku.retired is None and table.price(size, region, "dedicated") is None
-        and sold.listed(size, region) is not False
-    }
-    assert unpriced == {
-        ("eastus", "Standard_ND128isr_NDR_GB200_v6"),
-        ("eastus", "Standard_ND128isr_GB300_v6"),
-        ("eastus2", "Standard_ND128isr_GB300_v6"),
-    }
 
 
 def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:

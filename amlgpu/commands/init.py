@@ -52,7 +52,6 @@ if __name__ == "__main__":
 '''
 
 _STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,28}$")
-_REGION = re.compile(r"^[a-z][a-z0-9]{2,39}$")
 
 
 def register(sub: Any) -> None:
@@ -142,7 +141,7 @@ config:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra import skus
+    from infra import regions, skus
     from model.config import from_stackfile
     from model.project import find_root
     from model.stackfile import read
@@ -162,15 +161,17 @@ def run(args: argparse.Namespace) -> int:
     nodes = args.nodes if args.nodes is not None else (2 if sku.infiniband else 1)
     if not 1 <= nodes <= 64:
         raise UserError(f"--nodes {nodes}: give 1 to 64 nodes", key="--nodes")
-    if not _REGION.match(args.region):
-        raise UserError(f"region {args.region!r} is not an Azure region name such as westeurope or eastus2",
-                        key="--region")
+    try:
+        regions.check(args.region)
+    except ValueError as err:
+        raise UserError(str(err), key="--region") from None
+    region = regions.load().canonical(args.region)  # "West Europe" is written as westeurope
     root = find_root()
     path = root / f"Pulumi.{args.stack}.yaml"
     if path.exists() and not args.force:
         raise UserError(f"{path.name} exists; give --force to replace it, or choose another --stack", key="--stack")
     code = SAMPLE_CODE if (root / SAMPLE_CODE / "train_ddp.py").is_file() else STARTER_CODE
-    text = stack_text(args.stack, sku=sku, nodes=nodes, region=args.region, code=code)
+    text = stack_text(args.stack, sku=sku, nodes=nodes, region=str(region), code=code)
 
     staged = path.with_name(f".{path.name}.init")
     try:

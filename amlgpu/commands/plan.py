@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
-from model.errors import EXIT_OK, EXIT_POLICY, UserError
+from model.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
 from model.project import LoadedStack, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     # generations are still collected as often as before and free the cyclic garbage: peak memory is unchanged.
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-    stack = load_stack(args.stack)
+    stack = load_checked(args.stack, args.policy_config)
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     pack_config = None
@@ -122,6 +122,55 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(render_offline(stack.config)))
     _progress(f"Done in {time.monotonic() - started:.1f}s.")
     return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
+
+
+def load_checked(name: str, policy_config: Path | None = None) -> LoadedStack:
+    """:func:`~model.project.load_stack`; when the stack file has mistakes, its waivers' own mistakes are added
+    (an unknown rule, what the pack config's governance refuses), which the policy engine would otherwise
+    report only once the rest is fixed: one run says everything it can, each at its line."""
+    try:
+        return load_stack(name)
+    except ConfigError as err:
+        extra = _waiver_problems(name, policy_config) if err.problems else []
+        if not extra:
+            raise
+        raise ConfigError(file=err.file, problems=[*err.problems, *extra]) from None
+
+
+def _waiver_problems(name: str, policy_config: Path | None) -> list[Any]:
+    """The rule and governance problems of the stack file's waivers that are otherwise valid."""
+    import datetime as dt
+
+    from pydantic import ValidationError
+
+    from model import NAMESPACE, stackfile
+    from model.project import find_root
+    from model.waivers import Waiver
+    from policies.catalogue import BY_ID, RULES
+    from policies.packconfig import default_path, load
+    from policies.waivers import governance_problems, reference_problems
+    from policies.waivers import settings as waiver_settings
+
+    root = find_root()
+    try:
+        parsed = stackfile.read(root / f"Pulumi.{name}.yaml")
+        path = policy_config or default_path(root, name)
+        policy = waiver_settings(load(path) if policy_config or path.is_file() else None)
+    except UserError:
+        return []  # the pack config's own mistakes are reported when the stack is planned
+    raw = parsed.config.get(f"{NAMESPACE}:waivers")
+    valid: list[tuple[int, Waiver]] = []
+    for i, item in enumerate(raw if isinstance(raw, list) else []):
+        try:
+            valid.append((i, Waiver.model_validate(item)))
+        except ValidationError:
+            continue  # reported with the stack file's other mistakes
+    waivers, indices = [w for _, w in valid], [i for i, _ in valid]
+    if not waivers:
+        return []
+    found = reference_problems(waivers, rules=BY_ID.keys(), names=None, indices=indices, locate=parsed.position_of)
+    return found + governance_problems(waivers, severities={r.id: r.severity for r in RULES}, policy=policy,
+                                       today=dt.date.today(), indices=indices, locate=parsed.position_of)
 
 
 class PlanResult:
@@ -218,20 +267,9 @@ class PlanResult:
         }
 
     def render_text(self, out: Path) -> str:
-        from amlgpu.render import plan_tree
+        from amlgpu.render import stack_report
 
-        text = plan_tree(self, _display_path(out))
-        if self.cost is not None:
-            stack_cost = self.cost.to_json()["stack"]
-            text += (f"\nCost at list price: {stack_cost['ceiling_usd_per_hour']} USD/h with every cluster at max "
-                     f"nodes, {stack_cost['floor_usd_per_month']} USD/month idle floor (cost.json).")
-            unsold = [f"{c.name} ({c.size} in {c.region})" for c in self.cost.not_listed]
-            if unsold:
-                text += (f"\nNot listed as sold in its region (Microsoft's products-by-region table): "
-                         f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
-        if self.diff is not None:
-            text += f"\nAgainst {self.diff['base']}: {self.diff['verdict']} (diff.json)"
-        return text
+        return stack_report(self, _display_path(out))
 
 
 def _display_path(path: Path) -> str:
@@ -278,5 +316,6 @@ def plan_stack(
         stack_name=stack.name,
         prices=prices,
         stack_settings={k: v for k, v in stack.file.config.items() if not k.startswith(f"{NAMESPACE}:")},
+        locate=stack.file.position_of,
     )
     return PlanResult(stack, plan, runs, job_files, report)

@@ -87,8 +87,7 @@ def render(drafts: list[Draft]) -> str:
             environments.append(CommentedMap(env))
             environments.yaml_set_comment_before_after_key(len(environments) - 1, before=_for_run(draft), indent=2)
         jobs.append(_ordered(draft.run))
-        notes = [_origin_comment(draft), *(f"note: {n}" for n in draft.notes)]
-        jobs.yaml_set_comment_before_after_key(len(jobs) - 1, before="\n".join(notes), indent=2)
+        jobs.yaml_set_comment_before_after_key(len(jobs) - 1, before="\n".join(draft.comments), indent=2)
     if environments:
         document[ENVIRONMENTS_KEY] = environments
     document[JOBS_KEY] = jobs
@@ -126,7 +125,7 @@ def append_to_stack(path: Path, drafts: list[Draft]) -> str:
             seq = config[key] = CommentedSeq()
         for entry, draft in items:
             item = _ordered(entry) if key == JOBS_KEY else CommentedMap(entry)
-            comment = _origin_comment(draft) if key == JOBS_KEY else _for_run(draft)
+            comment = "\n".join(draft.comments) if key == JOBS_KEY else _for_run(draft)
             _append(seq, item, comment, item_indent)
     stream = io.StringIO()
     yaml.dump(document, stream)

@@ -27,15 +27,20 @@ KNOWN_CALLS = frozenset({
     "ScriptRunConfig", "MpiConfiguration", "PyTorchConfiguration", "TensorflowConfiguration",
     "DockerConfiguration", "RunConfiguration", "Environment", "Environment.get",
     "Environment.from_conda_specification", "Environment.from_pip_requirements", "Environment.from_dockerfile",
+    "Environment.from_docker_build_context", "DockerBuildContext.from_local_directory",
     "Environment.from_docker_image", "ComputeTarget", "ComputeTarget.create", "Dataset.get_by_name",
     "Dataset.File.from_files", "Dataset.File.upload_directory", "Dataset.Tabular.from_delimited_files",
     # SDK v2 (azure-ai-ml)
     "command", "Input", "Output", "PyTorchDistribution", "MpiDistribution", "TensorFlowDistribution",
-    "BuildContext", "JobResourceConfiguration", "Experiment",
+    "BuildContext", "JobResourceConfiguration", "ResourceConfiguration", "Experiment", "UserIdentityConfiguration",
+    "ManagedIdentityConfiguration", "AmlTokenConfiguration",
 })
 """Calls recorded as :class:`Call` (by the name they are called as, after import aliases)."""
 
 SDK_MODULES = ("azureml", "azure.ai.ml")
+SUBMITTED = "submitted:"
+"""Prefix of a :class:`Call`'s ``attrs`` holding the keyword arguments of the call that submitted it
+(``experiment.submit(src, tags=...)``: ``submitted:tags``)."""
 _FUNCTIONS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath"})
 """Module functions followed like builtins (``str``, ``Path``...), not as methods of a value."""
 
@@ -92,6 +97,8 @@ class Call:
     """The name as imported (``azure.ai.ml.Environment`` vs ``azureml.core.Environment``)."""
     attrs: dict[str, Any] = field(default_factory=dict)
     """Attributes assigned after construction, by dotted path (``docker.base_image``)."""
+    attr_lines: dict[str, int] = field(default_factory=dict)
+    """The line of each of ``attrs`` (its last assignment)."""
     spread: bool = False
     """Arguments passed as ``*args`` / ``**kwargs``: which parameter gets which value is known only at run time."""
 
@@ -119,12 +126,23 @@ class DataRef:
     """``as_named_input(name)``, when given."""
 
 
+@dataclass(frozen=True)
+class FileWrite:
+    """A file the script writes when it runs (``open(path, "w")``, ``Path(...).write_text``): ``path`` is the
+    path as the script gives it (relative to the folder it runs from), or :class:`Unknown`."""
+
+    line: int
+    path: Any
+
+
 @dataclass
 class Module:
-    """What :func:`evaluate` found: the names' final values and every known call, in order."""
+    """What :func:`evaluate` found: the names' final values, every known call in order, and the files the
+    script writes."""
 
     names: dict[str, Any]
     calls: list[Call]
+    writes: list[FileWrite] = field(default_factory=list)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -143,6 +161,7 @@ class _Evaluator:
         self.aliases: dict[str, str] = {}
         """Local name -> qualified import (``SRC`` -> ``azureml.core.ScriptRunConfig``)."""
         self.calls: list[Call] = []
+        self.writes: list[FileWrite] = []
         self.budget = [MAX_WORK]
 
     def _size(self, value: Any) -> int:
@@ -150,11 +169,11 @@ class _Evaluator:
 
     # ---------------------------------------------------------------- statements
 
-    def run(self, body: list[ast.stmt], *, conditional: bool = False) -> None:
+    def run(self, body: list[ast.stmt], *, conditional: bool | str = False) -> None:
         for stmt in body:
             self.statement(stmt, conditional=conditional)
 
-    def statement(self, stmt: ast.stmt, *, conditional: bool) -> None:
+    def statement(self, stmt: ast.stmt, *, conditional: bool | str) -> None:
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
                 top = alias.name.split(".")[0]
@@ -171,12 +190,22 @@ class _Evaluator:
         elif isinstance(stmt, ast.FunctionDef) and stmt.name == "main":
             # The usual `def main(): ...` of a submission script: its body is the script.
             self.run(stmt.body, conditional=conditional)
-        elif isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try):
-            # Values set inside a branch or a loop depend on what happens at run time.
+        elif isinstance(stmt, ast.With):
+            for item in stmt.items:  # `with open(path, "w") as f:` runs whatever the body does
+                value = self.expr(item.context_expr)
+                if isinstance(item.optional_vars, ast.Name):
+                    self.names[item.optional_vars.id] = value
+            self.run(stmt.body, conditional=True)
+        elif isinstance(stmt, ast.If) and not conditional:
+            # Values set inside a branch depend on what happens at run time: the message says on what.
+            test = _short(ast.unparse(stmt.test))
+            self.run(stmt.body, conditional=f"`{test}`")
+            self.run(stmt.orelse, conditional=f"`{test}` is false")
+        elif isinstance(stmt, ast.If | ast.For | ast.While | ast.Try):
             for child in _child_bodies(stmt):
                 self.run(child, conditional=True)
 
-    def assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, *, conditional: bool) -> None:
+    def assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, *, conditional: bool | str) -> None:
         if isinstance(stmt, ast.AugAssign):
             target = stmt.target
             current = self.expr(target) if isinstance(target, ast.Name) else None
@@ -190,9 +219,11 @@ class _Evaluator:
         for each in targets:
             self.bind(each, value, stmt, conditional=conditional)
 
-    def bind(self, target: ast.expr, value: Any, stmt: ast.stmt, *, conditional: bool) -> None:
+    def bind(self, target: ast.expr, value: Any, stmt: ast.stmt, *, conditional: bool | str) -> None:
         if conditional and not isinstance(value, Unknown):
-            value = Unknown(stmt.lineno, f"`{ast.unparse(target)}` is set inside a branch or loop (line {stmt.lineno})")
+            when = f"only when {conditional}" if isinstance(conditional, str) else "inside a branch or loop"
+            shown = f" to {_short(ast.unparse(stmt.value))}" if isinstance(stmt, ast.Assign) else ""
+            value = Unknown(stmt.lineno, f"`{ast.unparse(target)}` is set{shown} {when} (line {stmt.lineno})")
         if isinstance(target, ast.Name):
             self.names[target.id] = value
         elif isinstance(target, ast.Tuple | ast.List):
@@ -203,13 +234,23 @@ class _Evaluator:
                     stmt, conditional=conditional)
         elif isinstance(target, ast.Attribute):
             # env.docker.base_image = "...": recorded on the object it belongs to.
-            parts: list[str] = []
-            node: ast.expr = target
-            while isinstance(node, ast.Attribute):
-                parts.insert(0, node.attr)
-                node = node.value
-            if isinstance(node, ast.Name) and isinstance(self.names.get(node.id), Call):
-                self.names[node.id].attrs[".".join(parts)] = value
+            owner = self.attribute_of(target)
+            if owner is not None:
+                owner[0].attrs[owner[1]] = value
+                owner[0].attr_lines[owner[1]] = stmt.lineno
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute):
+            # src.run_config.environment_variables["NCCL_DEBUG"] = "WARN": an item of a recorded mapping.
+            owner = self.attribute_of(target.value)
+            key = self.expr(target.slice)
+            if owner is not None:
+                call, path = owner
+                call.attr_lines[path] = stmt.lineno
+                mapping = call.attrs.setdefault(path, {})
+                if isinstance(mapping, dict) and isinstance(key, str):
+                    mapping[key] = value
+                else:  # an item of something else, or a key known only at run time
+                    call.attrs[path] = Unknown(stmt.lineno, f"`{ast.unparse(target)}` is set item by item with a "
+                                                            "key or on a value known only at run time")
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             container = self.names.get(target.value.id)
             key = self.expr(target.slice)
@@ -217,6 +258,17 @@ class _Evaluator:
             settable |= isinstance(container, list) and isinstance(key, int) and -len(container) <= key < len(container)
             if settable:
                 container[key] = value  # type: ignore[index]
+
+    def attribute_of(self, target: ast.Attribute) -> tuple[Call, str] | None:
+        """(the known call, dotted path) of ``name.a.b`` when ``name`` holds a :class:`Call`."""
+        parts: list[str] = []
+        node: ast.expr = target
+        while isinstance(node, ast.Attribute):
+            parts.insert(0, node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and isinstance(self.names.get(node.id), Call):
+            return self.names[node.id], ".".join(parts)
+        return None
 
     # ---------------------------------------------------------------- expressions
 
@@ -226,11 +278,14 @@ class _Evaluator:
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError, RecursionError):
             return self.unknown(node)
         if not isinstance(value, Unknown | Call | DataRef) and self._size(value) > MAX_VALUE_SIZE:
-            return self.unknown(node, f"`{_short(node)}` builds a value larger than the import follows")
+            return self.too_large(node)
         return value
 
+    def too_large(self, node: ast.AST, what: str = "value") -> Unknown:
+        return self.unknown(node, f"`{_short(ast.unparse(node))}` builds a {what} larger than the import follows")
+
     def unknown(self, node: ast.AST, why: str | None = None) -> Unknown:
-        return Unknown(getattr(node, "lineno", 0), why or f"`{_short(node)}` is computed at run time")
+        return Unknown(getattr(node, "lineno", 0), why or f"`{_short(ast.unparse(node))}` is computed at run time")
 
     def _expr(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
@@ -297,6 +352,12 @@ class _Evaluator:
             return self.unknown(node)
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, ast.IfExp):
+            # `"gpu-cluster" if gpu_cluster else None`: chosen when the script runs; say what the choices are.
+            body, orelse = self.expr(node.body), self.expr(node.orelse)
+            if _is_plain(body) and _is_plain(orelse):
+                return self.unknown(node, f"`{ast.unparse(node.test)}` picks {body!r} or {orelse!r} when the script "
+                                          "runs")
         return self.unknown(node)
 
     def binop(self, op: ast.operator, left: Any, right: Any, node: ast.AST) -> Any:
@@ -309,14 +370,14 @@ class _Evaluator:
             return self.unknown(node)
         if isinstance(op, ast.Add) and type(left) is type(right) and isinstance(left, str | list | int | float):
             if self._size(left) + self._size(right) > MAX_VALUE_SIZE:
-                return self.unknown(node, f"`{_short(node)}` builds a value larger than the import follows")
+                return self.too_large(node)
             return left + right
         if isinstance(left, numbers) and isinstance(right, numbers):
             if isinstance(op, ast.Sub):
                 return left - right
             if isinstance(op, ast.Mult):
                 if self._size(left) + self._size(right) > MAX_VALUE_SIZE:  # bits: 10**9 * 10**9 ... squared forty times
-                    return self.unknown(node, f"`{_short(node)}` builds a number larger than the import follows")
+                    return self.too_large(node, "number")
                 return left * right
             if isinstance(op, ast.FloorDiv):
                 return left // right
@@ -339,6 +400,9 @@ class _Evaluator:
                 return PurePosixPath(base.path).name
         if isinstance(base, Call) and node.attr in base.attrs:
             return base.attrs[node.attr]
+        owner = self.attribute_of(node)
+        if owner is not None and owner[1] in owner[0].attrs:
+            return owner[0].attrs[owner[1]]
         return self.unknown(node)
 
     def qualified(self, func: ast.expr) -> str | None:
@@ -358,6 +422,14 @@ class _Evaluator:
         if isinstance(node.func, ast.Attribute) and qualified not in _FUNCTIONS:
             return self.method(node)
         args = [self.expr(a) for a in node.args]
+        if qualified in ("open", "io.open", "builtins.open"):
+            mode = args[1] if len(args) > 1 else next((self.expr(k.value) for k in node.keywords if k.arg == "mode"),
+                                                      "r")
+            if args and (not isinstance(mode, str) or set(mode) & set("wax+")):
+                path = args[0].path if isinstance(args[0], PathValue) else args[0]
+                target: str | Unknown = path if isinstance(path, str) else self.unknown(node.args[0])
+                self.writes.append(FileWrite(node.lineno, target))
+            return self.unknown(node)
         if qualified in ("str", "int", "float") and len(args) == 1 and not node.keywords:
             value = args[0]
             if isinstance(value, PathValue) and qualified == "str":
@@ -402,6 +474,19 @@ class _Evaluator:
                 return receiver.format(*args, **kwargs)
             if name in ("strip", "lower", "upper") and not args:
                 return getattr(receiver, name)()
+        submitted = args[0] if args else kwargs.get("config", kwargs.get("job"))
+        if name in ("submit", "create_or_update", "begin_create_or_update") and isinstance(submitted, Call) \
+                and submitted.name in ("ScriptRunConfig", "command"):
+            # experiment.submit(src, tags=...), ml_client.jobs.create_or_update(job, experiment_name=...): what the
+            # submission adds to the run.
+            for keyword, value in kwargs.items():
+                if value is not submitted:
+                    submitted.attrs[f"{SUBMITTED}{keyword}"] = value
+                    submitted.attr_lines[f"{SUBMITTED}{keyword}"] = node.lineno
+            return self.unknown(node)
+        if isinstance(receiver, PathValue) and name in ("write_text", "write_bytes"):
+            self.writes.append(FileWrite(node.lineno, receiver.path))
+            return None
         if isinstance(receiver, PathValue):
             if name == "joinpath" and args and all(isinstance(a, str) for a in args):
                 return PathValue(_join(receiver.path, *args))
@@ -411,7 +496,7 @@ class _Evaluator:
                 return receiver.path
         if isinstance(receiver, list) and name in ("append", "extend") and len(args) == 1:
             if self._size(receiver) + self._size(args[0]) > MAX_VALUE_SIZE:
-                return self.unknown(node, f"`{_short(node)}` builds a value larger than the import follows")
+                return self.too_large(node)
             if name == "append":
                 receiver.append(args[0])
             elif isinstance(args[0], list):
@@ -454,6 +539,12 @@ def _known_name(qualified: str | None) -> str | None:
     return None
 
 
+def _short(text: str, limit: int = 80) -> str:
+    """Source text on one line, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _is_main_guard(test: ast.expr) -> bool:
     return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
             and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
@@ -472,12 +563,6 @@ def _is_plain(value: Any) -> bool:
     if isinstance(value, dict):
         return all(_is_plain(v) for v in value.values())
     return isinstance(value, str | int | float | bool) or value is None
-
-
-def _short(node: ast.AST) -> str:
-    """The source of ``node`` for a message, cut at 80 characters."""
-    text = ast.unparse(node)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _size(value: Any, budget: list[int]) -> int:
@@ -574,7 +659,7 @@ def evaluate(source: str, script: str) -> Module:
     check_tree(tree)
     evaluator = _Evaluator(script)
     evaluator.run(tree.body)
-    return Module(names=evaluator.names, calls=evaluator.calls)
+    return Module(names=evaluator.names, calls=evaluator.calls, writes=evaluator.writes)
 
 
 def check_tree(tree: ast.AST) -> None:
