@@ -74,6 +74,10 @@ def _guid(*parts: str) -> str:
     return str(uuid.uuid5(_IDS, "/".join(parts)))
 
 
+DEPLOYER_OBJECT_ID = _guid("operator")
+"""The object id ``getClientConfig`` answers for the principal running the plan."""
+
+
 def arm_id(token: str, name: str, inputs: dict[str, Any]) -> str:
     """The ARM id Azure would give the resource (scoped resources hang off their ``scope``/``resourceUri``)."""
     if token == "azure-native:authorization:RoleAssignment":
@@ -142,7 +146,7 @@ class AzureMocks(pulumi.runtime.Mocks):
                 "subscriptionId": subscription_id(),
                 "tenantId": TENANT_ID,
                 "clientId": _guid("client"),
-                "objectId": _guid("operator"),
+                "objectId": DEPLOYER_OBJECT_ID,
             }, []
         if args.token == "azure-native:managedidentity:getUserAssignedIdentity":
             # Answers as Azure would for the identity named: its id, and the principal id the workspace's

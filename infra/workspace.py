@@ -244,6 +244,12 @@ class Workspace(pulumi.ComponentResource):
                 key_vault_properties=ml.KeyVaultPropertiesArgs(
                     key_vault_arm_id=cmk.key_vault, key_identifier=cmk.key_uri
                 ),
+                # The identity that fetches the key (REST spec IdentityForCmk.userAssignedIdentity): the primary
+                # user-assigned one, which the key's owner grants access; left out, Azure ML would use the
+                # system-assigned identity, created with the workspace and granted nothing on the vault.
+                identity=ml.IdentityForCmkArgs(user_assigned_identity=cfg.primary_user_assigned_identity)
+                if cfg.primary_user_assigned_identity
+                else None,
             )
             if cmk
             else None,
