@@ -50,8 +50,16 @@ DEFAULTS = [
 ]
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-@pytest.mark.parametrize(("guid", "token", "path", "expected"), DEFAULTS, ids=[f"{d[0][:8]}-{d[2]}" for d in DEFAULTS])
+STATED_PATH = {"dev": ("b2982f36-99f2-4db5-8eff-283140c09693",)}
+"""Built-ins a shipped stack relaxes on purpose: dev's operator range opens its storage behind a deny-by-default
+firewall (its build-context upload path; test below)."""
+
+
+MET = [(stack, *d) for stack in ("dev", "prod") for d in DEFAULTS if d[0] not in STATED_PATH.get(stack, ())]
+
+
+@pytest.mark.parametrize(("stack", "guid", "token", "path", "expected"), MET,
+                         ids=[f"{m[1][:8]}-{m[3]}-{m[0]}" for m in MET])
 def test_deny_capable_builtins_are_met_by_default(
     stack: str, dev_plan: Plan, prod_plan: Plan, guid: str, token: str, path: str, expected: object
 ) -> None:

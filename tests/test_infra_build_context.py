@@ -29,7 +29,7 @@ from infra.build_context import (
     upload_context,
 )
 from model.stackfile import read
-from tests.conftest import ROOT, only
+from tests.conftest import ROOT, only, waits
 
 RECORDED = json.loads((ROOT / "tests/fixtures/blob-rest/responses.json").read_text())
 UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
@@ -238,11 +238,12 @@ def test_no_key_based_blob_and_every_context_uploads_after_the_deployer_role(
     assert role["inputs"]["scope"].endswith("/blobServices/default/containers/environment-builds")
     assert role["inputs"]["principalType"] == "ServicePrincipal"  # the mock client is no Azure CLI sign-in
     uploads = plan.by_type(UPLOAD)
-    assert uploads and all("build-contexts-uploader" in u.options["dependsOn"] for u in uploads)
+    assert uploads and all(("azure-native:authorization:RoleAssignment", "build-contexts-uploader") in waits(u)
+                           for u in uploads)
     versions = {v.name: v for v in plan.by_type("azure-native:machinelearningservices:EnvironmentVersion")}
     for upload in uploads:
         version = versions[upload.name.removesuffix("-context")]
-        assert upload.name in version.options["dependsOn"]
+        assert (UPLOAD, upload.name) in waits(version)
         uri = version.inputs["properties"]["build"]["contextUri"]
         assert uri.endswith(f"/environment-builds/{upload.inputs['prefix']}")
         assert upload.inputs["files"] == context_files(ROOT / upload.inputs["source"])
