@@ -21,6 +21,7 @@ from requests.structures import CaseInsensitiveDict
 from amlgpu.plan import Plan, run_program
 from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR
 from infra.build_context import (
+    PROPAGATION_WAIT_S,
     BuildContextProvider,
     UploadError,
     blob_prefix,
@@ -138,6 +139,31 @@ def test_upload_waits_for_a_fresh_role_assignment_to_propagate(context) -> None:
     result = _upload(folder, one, transport, sleep=slept.append, clock=lambda: 0.0)
     assert result.uploaded == ("Dockerfile",)
     assert slept == [15.0, 15.0]
+
+
+def test_upload_waits_for_a_fresh_network_path_with_the_same_bounded_wait(context) -> None:
+    """A private endpoint or firewall rule created just before the upload: the account's firewall refuses
+    (403 AuthorizationFailure) until it takes effect; the upload retries it like a fresh role."""
+    folder, files = context
+    one = {"Dockerfile": files["Dockerfile"]}
+    slept: list[float] = []
+    refused = ("HEAD", "forbidden_403_authorization_failure", {})
+    transport = Replay(refused, refused, ("HEAD", "head_blob_404", {}), ("PUT", "put_blob_201", {}))
+    result = _upload(folder, one, transport, sleep=slept.append, clock=lambda: 0.0)
+    assert result.uploaded == ("Dockerfile",)
+    assert slept == [15.0, 15.0]
+
+
+def test_a_firewall_refusal_past_the_wait_fails_with_one_line_naming_the_path(context) -> None:
+    folder, files = context
+    one = {"Dockerfile": files["Dockerfile"]}
+    times = iter([0.0, PROPAGATION_WAIT_S])
+    transport = Replay(("HEAD", "forbidden_403_authorization_failure", {}))
+    with pytest.raises(UploadError) as err:
+        _upload(folder, one, transport, sleep=lambda _: None, clock=lambda: next(times))
+    message = str(err.value)
+    assert "refused the request at its firewall" in message and "operator_ip_ranges" in message
+    assert "\n" not in message
 
 
 def test_a_missing_data_role_fails_with_one_line_naming_the_role(context) -> None:
