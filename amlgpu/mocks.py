@@ -53,6 +53,8 @@ _ARM: dict[str, tuple[str, str]] = {
         "networkSecurityGroupName",
     ),
     "azure-native:network:PrivateEndpoint": ("Microsoft.Network/privateEndpoints", "privateEndpointName"),
+    "azure-native:network:NatGateway": ("Microsoft.Network/natGateways", "natGatewayName"),
+    "azure-native:network:PublicIPAddress": ("Microsoft.Network/publicIPAddresses", "publicIpAddressName"),
     "azure-native:network:PrivateDnsZoneGroup": (
         "Microsoft.Network/privateEndpoints/{privateEndpointName}/privateDnsZoneGroups",
         "privateDnsZoneGroupName",

@@ -165,12 +165,13 @@ class Network(Model):
         default=None,
         pattern=r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/natGateways/[^/]+$",
     )
-    """An existing NAT gateway for the new training subnet's outbound traffic; the subnet is then private
-    (``defaultOutboundAccess: false``, Azure Policy 7bca8353 "Subnets should be private")."""
-    default_outbound_access: StrictBool | None = None
-    """Azure's default outbound access for the new training subnet. Defaults to false with a NAT gateway,
-    true otherwise: no-public-IP nodes need an outbound path to Azure ML's service tags. Set false when a
-    firewall routes the subnet's outbound traffic. Fixed when the subnet is created."""
+    """An existing NAT gateway for the new training subnet's outbound traffic, instead of the one the stack
+    creates."""
+    default_outbound_access: StrictBool = False
+    """Azure's default outbound access for the new training subnet. False (the default): the subnet is private
+    (Azure Policy 7bca8353 "Subnets should be private") and no-public-IP nodes reach Azure ML's service tags through
+    ``nat_gateway_id`` or a NAT gateway the stack creates. True: Azure's default outbound access and no NAT gateway.
+    Fixed when the subnet is created."""
     private_dns_zone_ids: dict[str, str] = {}
     """Existing private DNS zones (zone name -> resource id), e.g. a hub's central zones: the private endpoints
     use them and the stack neither creates nor links them. Zones not listed are created and linked to the
@@ -208,12 +209,15 @@ class Network(Model):
     @model_validator(mode="after")
     def _prefix_inside_space(self) -> Network:
         if self.subnet_id:
-            given = [k for k in ("nat_gateway_id", "default_outbound_access") if getattr(self, k) is not None]
+            given = [k for k in ("nat_gateway_id", "default_outbound_access") if k in self.model_fields_set]
             if given:
                 raise ValueError(
                     f"{given[0]} applies to a new subnet; an existing subnet_id keeps its owner's settings"
                 )
             return self
+        if self.nat_gateway_id and self.default_outbound_access:
+            raise ValueError("nat_gateway_id carries the subnet's outbound traffic: default_outbound_access: true "
+                             "contradicts it (leave it out)")
         if not (self.address_space and self.subnet_prefix):
             raise ValueError("a new network needs both address_space and subnet_prefix (or give subnet_id)")
         try:
@@ -237,9 +241,12 @@ class Network(Model):
 
     @property
     def subnet_default_outbound(self) -> bool:
-        if self.default_outbound_access is not None:
-            return self.default_outbound_access
-        return self.nat_gateway_id is None
+        return self.default_outbound_access
+
+    @property
+    def creates_nat_gateway(self) -> bool:
+        """A new private subnet without an existing NAT gateway gets one of the stack's."""
+        return self.creates_network and not self.default_outbound_access and self.nat_gateway_id is None
 
 
 # --------------------------------------------------------------------------------------------- clusters
