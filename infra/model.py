@@ -30,6 +30,8 @@ from infra.capabilities import Capabilities
 from infra.enums import AnyCase, CamelOrSnakeCase, SnakeOrPascalCase
 from infra.paths import files_inside
 
+_RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
 _ZONE_ID = re.compile(
     r"^/subscriptions/[^/]+/resource[Gg]roups/[^/]+/providers/Microsoft\.Network/privateDnsZones/(?P<zone>[^/]+)$"
 )
@@ -154,7 +156,9 @@ class Network(Model):
     address_space: str | None = "10.40.0.0/16"
     subnet_prefix: str | None = "10.40.0.0/20"
     operator_ip_ranges: list[str] = []
-    """Public IPs/CIDRs allowed through the storage firewall: where ``pulumi up`` uploads build contexts from."""
+    """Public IPv4 addresses or CIDR ranges allowed through the storage firewall: where ``pulumi up`` uploads build
+    contexts from when it does not run inside the network. Azure applies them to requests from outside the
+    account's region only."""
     subnet_id: str | None = Field(
         default=None,
         pattern=r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
@@ -176,6 +180,28 @@ class Network(Model):
     """Existing private DNS zones (zone name -> resource id), e.g. a hub's central zones: the private endpoints
     use them and the stack neither creates nor links them. Zones not listed are created and linked to the
     network."""
+
+    @field_validator("operator_ip_ranges")
+    @classmethod
+    def _storage_ip_rules(cls, value: list[str]) -> list[str]:
+        # What a storage account's IP rule accepts (REST spec IPRule: "Only IPV4 address is allowed"; Microsoft
+        # Learn, "Azure Storage firewall guidelines and limitations": no /31 or /32 range, give the address; no
+        # private (RFC 1918) addresses, which reach the account through its private endpoint instead).
+        for entry in value:
+            try:
+                network = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IPv4 address or CIDR range") from None
+            if network.version != 4:
+                raise ValueError(f"{entry!r}: storage firewall rules take IPv4 addresses only")
+            if any(network.subnet_of(p) for p in _RFC1918):  # type: ignore[arg-type]
+                raise ValueError(f"{entry!r} is a private (RFC 1918) range: storage firewall rules take public "
+                                 "addresses; a machine inside the network reaches the storage through its private "
+                                 "endpoint and needs no rule")
+            if "/" in entry and network.prefixlen > 30:
+                raise ValueError(f"{entry!r}: storage firewall rules take no /31 or /32 range; give the address "
+                                 f"itself ({network.network_address})")
+        return value
 
     @field_validator("private_dns_zone_ids")
     @classmethod

@@ -202,8 +202,11 @@ def test_zones_not_listed_are_still_created(plan_variant: Variant) -> None:
           "address_space": None, "subnet_prefix": None, "nat_gateway_id": NAT},
          "network", "nat_gateway_id applies to a new subnet"),
         ({"nat_gateway_id": NAT, "default_outbound_access": True}, "network", "contradicts it"),
+        ({"operator_ip_ranges": ["192.168.10.0/24"]}, "network.operator_ip_ranges", "private (RFC 1918) range"),
+        ({"operator_ip_ranges": ["203.0.113.7/32"]}, "network.operator_ip_ranges", "give the address itself"),
     ],
-    ids=["unknown-zone", "not-a-zone-id", "id-of-another-zone", "nat-on-existing-subnet", "nat-and-default-outbound"],
+    ids=["unknown-zone", "not-a-zone-id", "id-of-another-zone", "nat-on-existing-subnet", "nat-and-default-outbound",
+         "private-operator-range", "slash-32-operator-range"],
 )
 def test_bad_network_settings_name_the_key(network: dict[str, Any], key: str, message: str) -> None:
     from model.config import build
