@@ -139,6 +139,11 @@ class Workspace(Model):
         return self.resource_group or f"rg-{self.name}"
 
     @property
+    def key_vault_name(self) -> str:
+        """The workspace key vault's name: global, and reserved for 90 days after a delete (purge protection)."""
+        return naming.global_name("kv", self.name, self.resource_group_name, 24, hyphens=True)
+
+    @property
     def monitoring_access(self) -> str:
         return self.monitoring_public_network_access or self.public_network_access
 

@@ -172,7 +172,7 @@ class Workspace(pulumi.ComponentResource):
         )
         self.key_vault = keyvault.Vault(
             f"{name}-kv",
-            vault_name=naming.global_name("kv", cfg.name, rg_name, 24, hyphens=True),
+            vault_name=cfg.key_vault_name,
             resource_group_name=group.name,
             location=args.location,
             properties=keyvault.VaultPropertiesArgs(

@@ -88,16 +88,15 @@ def _cluster_name(model: str) -> str:
 def _upload_path(ranges: list[str], region: str) -> str:
     """The network section's lines that state how ``pulumi up`` reaches the storage for build-context uploads."""
     if ranges:
-        return (
-            "    # The deploying machine's public egress address or range: build contexts are uploaded from it through\n"
-            f"    # the storage firewall (it must not be an Azure host in {region}, whose requests IP rules ignore).\n"
-            f"    operator_ip_ranges: [{', '.join(ranges)}]\n"
-        )
-    return (
-        "    # An environment built from a folder here (`build:`) is uploaded by `pulumi up` to the workspace storage,\n"
-        "    # which only this network (created by that same `pulumi up`) reaches privately: list the deploying\n"
-        "    # machine's public egress range as operator_ip_ranges: [<address or CIDR>] (`amlgpu preflight` shows it).\n"
-    )
+        lines = ["# The deploying machine's public egress address or range: build contexts are uploaded from it",
+                 f"# through the storage firewall (not from an Azure host in {region}: IP rules ignore those).",
+                 f"operator_ip_ranges: [{', '.join(ranges)}]"]
+    else:
+        lines = ["# An environment built from a folder here (`build:`) is uploaded by `pulumi up` to the workspace",
+                 "# storage, which only this network (created by that same `pulumi up`) reaches privately: list the",
+                 "# deploying machine's public egress range as operator_ip_ranges: [<address or CIDR>]",
+                 "# (`amlgpu preflight` shows this machine's address)."]
+    return "".join(f"    {line}\n" for line in lines)
 
 
 def stack_text(stack: str, *, sku: Any, nodes: int, region: str, code: str, ranges: list[str] | None = None) -> str:
