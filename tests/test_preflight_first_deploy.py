@@ -24,8 +24,8 @@ from tests.conftest import NS, ROOT
 from tests.replay_http import RECORDED, RecordedToken, Replay
 from tests.test_first_deploy import STACKS
 from tests.test_preflight import ARM, DEV_RG, IMDS, SUB, dev_routes, dev_variant, prod_routes, provider, rows
-from tests.test_preflight import no_network as no_network  # noqa: F401  (the autouse socket guard)
-from tests.test_preflight import preflight as preflight  # noqa: F401  (the fixture)
+from tests.test_preflight import no_network as no_network  # the autouse socket guard
+from tests.test_preflight import preflight as preflight  # the fixture
 
 Run = Callable[..., tuple[int, dict[str, Any], Replay]]
 OID = "0f1e2d3c-4b5a-4697-8a9b-c0d1e2f3a4b5"
