@@ -128,6 +128,9 @@ class Workspace(pulumi.ComponentResource):
             public_network_access_for_ingestion=cfg.monitoring_access,
             public_network_access_for_query=cfg.monitoring_access,
             disable_local_auth=True,
+            # Azure Policy 0c4bd2e8: profiler and snapshot debugger data only in the customer's own storage. The
+            # stack runs no profiler; the setting keeps Application Insights from keeping such data itself.
+            force_customer_storage_for_profiler=True,
             tags=tags,
             opts=child,
         )
@@ -169,7 +172,7 @@ class Workspace(pulumi.ComponentResource):
         )
         self.key_vault = keyvault.Vault(
             f"{name}-kv",
-            vault_name=naming.global_name("kv", cfg.name, rg_name, 24, hyphens=True),
+            vault_name=cfg.key_vault_name,
             resource_group_name=group.name,
             location=args.location,
             properties=keyvault.VaultPropertiesArgs(
@@ -234,6 +237,9 @@ class Workspace(pulumi.ComponentResource):
             application_insights=insights.id,
             public_network_access=cfg.public_network_access,
             allow_public_access_when_behind_vnet=False,
+            # The network is the stack's own (or its hub's), not Azure ML's managed one: said explicitly, as Azure
+            # Policy 6ddb1705 (default parameter isolationMode: Disabled) compares the field the request carries.
+            managed_network=ml.ManagedNetworkSettingsArgs(isolation_mode="Disabled"),
             hbi_workspace=cfg.high_business_impact,
             # Jobs and the studio reach the default datastores with their own identity, never account keys.
             system_datastores_auth_mode="identity",
@@ -244,6 +250,12 @@ class Workspace(pulumi.ComponentResource):
                 key_vault_properties=ml.KeyVaultPropertiesArgs(
                     key_vault_arm_id=cmk.key_vault, key_identifier=cmk.key_uri
                 ),
+                # The identity that fetches the key (REST spec IdentityForCmk.userAssignedIdentity): the primary
+                # user-assigned one, which the key's owner grants access; left out, Azure ML would use the
+                # system-assigned identity, created with the workspace and granted nothing on the vault.
+                identity=ml.IdentityForCmkArgs(user_assigned_identity=cfg.primary_user_assigned_identity)
+                if cfg.primary_user_assigned_identity
+                else None,
             )
             if cmk
             else None,

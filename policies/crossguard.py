@@ -278,6 +278,10 @@ def stack_from_args(args: StackValidationArgs, root: Path | None = None) -> tupl
     for r in args.resources:
         parent = (r.parent.resource_type, r.parent.name) if r.parent is not None else None
         wire = wire_resource(r.resource_type, r.name, r.props, parent, r.opts)
+        # What the engine waits for before creating it, as the offline plan records it (policies.graph).
+        waits = sorted({(d.resource_type, d.name) for d in getattr(r, "dependencies", None) or []})
+        if waits:
+            wire["options"]["dependsOn"] = [{"type": t, "name": n} for t, n in waits]
         resources.append(wire)
         urns[id(wire)] = r.urn
     runs = [ResolvedRun.from_props(w["inputs"]) for w in resources if w["type"] == RUN_TYPE]

@@ -32,6 +32,7 @@ _FAMILY_TITLES = {
     "workspace": "Workspace",
     "storage": "Storage account, key vault and container registry",
     "network": "Network",
+    "deploy_order": "Deploy order (Azure's documented preconditions)",
     "compute": "Compute",
     "environments": "Environments",
     "runs": "Distributed runs",

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobs.resolved import RUN_TYPE, ResolvedRun
+from policies.graph import DependencyGraph
 
 if TYPE_CHECKING:
     from infra.prices import PriceTable
@@ -68,6 +69,11 @@ class Stack:
     def of_type(self, *tokens: str) -> list[Mapping[str, Any]]:
         """Resources of any of the given type tokens, in plan order."""
         return [r for r in self.resources if r["type"] in tokens]
+
+    @cached_property
+    def graph(self) -> DependencyGraph:
+        """What each resource waits for before ``pulumi up`` creates it (:mod:`policies.graph`)."""
+        return DependencyGraph(self.resources)
 
     @cached_property
     def workspace_owner(self) -> Owner | None:

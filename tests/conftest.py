@@ -129,3 +129,9 @@ def only(plan: Plan, token: str, name: str | None = None) -> dict[str, Any]:
     found = [r.to_json() for r in plan.by_type(token) if name is None or r.name == name]
     assert len(found) == 1, f"expected one {token} {name or ''}, found {[r['name'] for r in found]}"
     return found[0]
+
+
+def waits(resource: Any) -> set[tuple[str, str]]:
+    """What a planned resource (a ``PlannedResource`` or its JSON) depends on, as (type, name) pairs."""
+    options = resource.options if hasattr(resource, "options") else resource.get("options") or {}
+    return {(d["type"], d["name"]) for d in options.get("dependsOn", [])}

@@ -7,6 +7,7 @@ fails the test: the set of routes is the exact set of calls the code may make.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import time
@@ -22,8 +23,14 @@ from azure.core.pipeline.transport import RequestsTransport
 RECORDED = Path(__file__).parent / "fixtures" / "arm-preflight"
 
 
+NO_HOST = 0
+"""A route's status for "nothing answers at this address" (a connection error, as for the instance metadata
+service on a machine that is no Azure VM)."""
+
+
 class Replay(requests.adapters.BaseAdapter):
-    """Answers ``GET <url without query>`` from ``routes``: (status, fixture file name or a body)."""
+    """Answers ``GET <url without query>`` from ``routes``: (status, fixture file name or a body); status
+    :data:`NO_HOST` makes the connection fail."""
 
     def __init__(self, routes: dict[str, tuple[int, str | dict[str, Any]]]) -> None:
         super().__init__()
@@ -37,6 +44,8 @@ class Replay(requests.adapters.BaseAdapter):
         if key not in self.routes:
             raise AssertionError(f"unrecorded request: {request.method} {request.url}")
         status, body = self.routes[key]
+        if status == NO_HOST:
+            raise requests.exceptions.ConnectionError(f"no host answers {url.netloc}: {body}")
         payload = (RECORDED / body).read_bytes() if isinstance(body, str) else json.dumps(body).encode()
         raw = urllib3.HTTPResponse(body=io.BytesIO(payload), status=status, preload_content=False,
                                    headers={"Content-Type": "application/json; charset=utf-8",
@@ -59,7 +68,13 @@ def transport(replay: Replay) -> RequestsTransport:
 
 
 class RecordedToken:
-    """A credential holding an already-issued token (what DefaultAzureCredential hands azure-core)."""
+    """A credential holding an already-issued token (what DefaultAzureCredential hands azure-core); ``claims``
+    make it a JSON Web Token carrying them (an access token's ``oid`` names who signed in), unsigned."""
+
+    def __init__(self, claims: dict[str, Any] | None = None) -> None:
+        self.token = "recorded-token" if claims is None else ".".join(
+            base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=")
+            for part in ({"typ": "JWT", "alg": "none"}, claims, {}))
 
     def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("recorded-token", int(time.time()) + 3600)
+        return AccessToken(self.token, int(time.time()) + 3600)

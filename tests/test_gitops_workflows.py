@@ -247,15 +247,20 @@ def test_main_deploys_each_stack_behind_its_environment_and_never_cancels() -> N
     up = deploy["jobs"]["up"]
     assert up["environment"] == "${{ matrix.stack }}"
     assert up["concurrency"] == {"group": "pulumi-up-${{ matrix.stack }}", "cancel-in-progress": False}
-    assert up["if"] == "vars.AZURE_TENANT_ID != ''"
+    assert up["if"] == "vars.AZURE_TENANT_ID != '' && vars.DEPLOY_RUNNER_LABELS != ''"
+    # On a runner that reaches the workspace's private storage, never a GitHub-hosted one.
+    assert up["runs-on"] == "${{ fromJSON(vars.DEPLOY_RUNNER_LABELS) }}"
     assert up["permissions"] == {"contents": "read", "id-token": "write"}
     # The deployer identity is named only here, read from the stack's protected environment.
     assert up["env"]["ARM_CLIENT_ID"] == "${{ vars.AZURE_DEPLOY_CLIENT_ID }}"
     _, login = _step(up, "azure/login")
     assert login["with"]["client-id"] == "${{ vars.AZURE_DEPLOY_CLIENT_ID }}"
     gate_at, gate = _step(up, "Offline gate")
+    login_at, _ = _step(up, "azure/login")
+    preflight_at, preflight = _step(up, "Preflight")
     up_at, run = _step(up, "pulumi up")
     assert "amlgpu plan --stack" in gate["run"] and gate_at < up_at
+    assert preflight["run"] == '.venv/bin/amlgpu preflight --stack "$STACK"' and login_at < preflight_at < up_at
     assert 'pulumi up --yes --stack "$stack" --policy-pack policies' in run["run"]
 
 

@@ -66,6 +66,9 @@ def baseline_stack_config() -> dict[str, Any]:
     """The baseline stack file's ``config`` mapping: the shipped dev stack plus the five runs."""
     config = json.loads(json.dumps(_dev_config()))
     config["aml-gpu-training:jobs"] = copy.deepcopy(_RUNS)
+    # The secure default: a storage account without public access. The dev stack's operator range is its path
+    # for build-context uploads, not a default the rules start from.
+    config["aml-gpu-training:network"].pop("operator_ip_ranges", None)
     return config
 
 

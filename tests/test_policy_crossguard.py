@@ -97,9 +97,13 @@ def stack_args(b: Baseline, config: Mapping[str, Any] | None = None) -> StackVal
         for r in b.resources
     }
     by_name = {r["name"]: r for r in b.resources if r["type"].startswith("aml-gpu-training:")}
+    by_key = {(r["type"], r["name"]): policy_resources[id(r)] for r in b.resources}
     for r in b.resources:
         if r["parent"]:
             policy_resources[id(r)].parent = policy_resources[id(by_name[r["parent"]])]
+        policy_resources[id(r)].dependencies = [by_key[(d["type"], d["name"])]
+                                                for d in (r.get("options") or {}).get("dependsOn", [])
+                                                if (d["type"], d["name"]) in by_key]
     return StackValidationArgs(list(policy_resources.values()), dict(config or {}))
 
 

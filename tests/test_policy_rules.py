@@ -35,6 +35,8 @@ CONTAINER = "azure-native:storage:BlobContainer"
 INSIGHTS = "azure-native:applicationinsights:Component"
 LOGS = "azure-native:operationalinsights:Workspace"
 VNET = "azure-native:network:VirtualNetwork"
+UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
+ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 WORKSPACE = "mlw-gpu-dev"
 CLUSTER = "gpu-a100"
@@ -98,6 +100,16 @@ def both(*mutations: Mutation) -> Mutation:
 
 def drop(token: str, name: str) -> Mutation:
     return lambda b: b.drop(token, name)
+
+
+def unwait(token: str, name: str, *types: str) -> Mutation:
+    """The resource no longer waits for its dependencies of ``types`` (as the program planned before)."""
+
+    def mutate(b: Baseline) -> None:
+        options = b.one(token, name)["options"]
+        options["dependsOn"] = [d for d in options["dependsOn"] if d["type"] not in types]
+
+    return mutate
 
 
 def without_capability(run: str, capability: str, *, known: bool = True) -> Mutation:
@@ -216,6 +228,13 @@ CASES = [
          WORKSPACE, "admits 1 public IP range", comply=setting(WS, "hbiWorkspace", True)),
     Case("workspace-image-build-compute", setting(WS, "imageBuildCompute", ...), WORKSPACE,
          "imageBuildCompute is not set"),
+    # deploy order (policies/rules/deploy_order.yaml)
+    Case("deploy-order-compute-after-workspace-endpoint", unwait(COMPUTE, CLUSTER, PE, DNS_GROUP), CLUSTER,
+         "created without waiting for the workspace's private endpoint 'mlw-gpu-dev-workspace-pe'"),
+    Case("deploy-order-upload-after-blob-endpoint", unwait(UPLOAD, "horovod-1-context", PE, DNS_GROUP), "horovod",
+         "without waiting for the DNS zone group of the blob private endpoint 'mlw-gpu-dev-storage-blob-dns'"),
+    Case("deploy-order-upload-after-data-role", unwait(UPLOAD, "tf-gpu-1-context", ASSIGNMENT), "tf-gpu",
+         "without waiting for the Storage Blob Data Contributor assignment on the container"),
     Case("data-resources-protected", lambda b: b.one(STORAGE)["options"].pop("protect"), WORKSPACE, "not protected"),
     # storage, key vault, registry
     Case("storage-no-public-blob-access", setting(STORAGE, "allowBlobPublicAccess", True), WORKSPACE, "allowed"),
@@ -230,8 +249,8 @@ CASES = [
     Case("storage-public-network-disabled", setting(STORAGE, "publicNetworkAccess", "Enabled"), WORKSPACE,
          "public network access is Enabled"),
     Case("storage-sas-policy", setting(STORAGE, "sasPolicy", ...), WORKSPACE, "no SAS expiration policy"),
-    Case("storage-replication-redundant", setting(STORAGE, "sku.name", "Standard_LRS"), WORKSPACE,
-         "replication is Standard_LRS", comply=setting(STORAGE, "sku.name", "Standard_ZRS")),
+    Case("storage-replication-redundant", setting(STORAGE, "sku.name", "Standard_ZRS"), WORKSPACE,
+         "replication is Standard_ZRS", comply=setting(STORAGE, "sku.name", "Standard_GZRS")),
     Case("monitoring-public-access-disabled", setting(INSIGHTS, "publicNetworkAccessForQuery", "Enabled"), WORKSPACE,
          "queried from public networks"),
     Case("monitoring-public-ingestion-disabled", setting(LOGS, "publicNetworkAccessForIngestion", "Enabled"),
