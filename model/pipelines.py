@@ -36,6 +36,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     Tag,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -831,6 +832,9 @@ JobEntry = Annotated[
     ),
 ]
 """One entry of a stack's ``jobs``: a run, a pipeline or a sweep."""
+
+JOB_ENTRY: TypeAdapter[Run | PipelineJob | SweepJob] = TypeAdapter(JobEntry)
+"""Validates one ``jobs`` entry on its own (the stack's cross-references aside)."""
 
 Composite = PipelineJob | SweepJob
 """A job made of runs: a pipeline's steps, a sweep's trial."""
