@@ -20,6 +20,7 @@ command the gate can read.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def _pipeline(ctx: Context, draft: Draft, source: Source, job: dict[str, Any], d
     settings = dict(job.get("settings") or {})
     default = settings.get("default_compute", job.get("compute"))
     if default is not None or ctx.compute:
-        settings["default_compute"] = map_compute(ctx, draft, default, _line_of(document, "settings", 1))
+        settings["default_compute"] = map_compute(ctx, draft, default, _line_of(document, "settings", draft.line))
     if settings:
         run["settings"] = settings
     for key in ("inputs", "outputs"):
@@ -79,12 +80,19 @@ def _pipeline(ctx: Context, draft: Draft, source: Source, job: dict[str, Any], d
     steps = job.get("jobs")
     if not isinstance(steps, dict) or not steps:
         raise ImportInputError("a pipeline job without steps: expected a mapping under 'jobs'", file=draft.file,
-                               line=_line_of(document, "jobs", 1))
+                               line=_line_of(document, "jobs", draft.line))
     nodes = document.get("jobs")
-    run["jobs"] = {str(name): _step(ctx, draft, source, str(name), step, _line_of(nodes, str(name), 1),
-                                    nodes.get(name) if isinstance(nodes, dict) else None, has_default=bool(
-                                        settings.get("default_compute")))
-                   for name, step in steps.items()}
+    run["jobs"] = {}
+    for name, step in steps.items():
+        notes, placeholders = len(draft.notes), len(draft.placeholders)
+        run["jobs"][str(name)] = _step(ctx, draft, source, str(name), step, _line_of(nodes, str(name), draft.line),
+                                       nodes.get(name) if isinstance(nodes, dict) else None,
+                                       has_default=bool(settings.get("default_compute")))
+        # What the shared mappings say of "compute" or "environment" is said of this step.
+        draft.notes[notes:] = [n if n.startswith("step ") else f"step {name!r}: {n}" for n in draft.notes[notes:]]
+        draft.placeholders[placeholders:] = [
+            dataclasses.replace(p, key=p.key if p.key.startswith("jobs.") else f"jobs.{name}.{p.key}")
+            for p in draft.placeholders[placeholders:]]
     for key in job:
         if key not in run and key not in ("$schema", "compute"):
             run[key] = job[key]  # identity... and anything the model refuses
@@ -137,10 +145,7 @@ def _step(ctx: Context, draft: Draft, source: Source, name: str, step: Any, line
         out["environment_variables"] = {k: v if isinstance(v, str) else str(v)
                                         for k, v in out["environment_variables"].items()}
     if "distribution" in step or "distribution" not in component_document:
-        before = len(draft.notes)
         out["distribution"] = distribution(draft, step.get("distribution"), step.get("resources"))
-        if len(draft.notes) > before:
-            draft.notes[-1] = f"step {name!r}: {draft.notes[-1]}"
     for key in step:
         if key not in out and key not in ("type", "component", "code", "environment", "compute", "distribution"):
             out[key] = step[key]  # limits, identity, services, queue_settings... and anything the model refuses
