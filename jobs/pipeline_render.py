@@ -87,9 +87,16 @@ def load_composite_job(spec: dict[str, Any], *, root: Path) -> Any:
     from azure.ai.ml import load_job
 
     with tempfile.TemporaryDirectory(prefix="amlgpu-job-") as scratch:
-        path = Path(scratch) / f"{spec['name']}.yml"
-        path.write_text(composite_yaml(spec, code_relative_to=Path(scratch), root=root), encoding="utf-8")
+        folder = Path(scratch)
+        path = folder / f"{spec['name']}.yml"
+        path.write_text(composite_yaml(spec, code_relative_to=folder, root=root), encoding="utf-8")
         with quiet_azure_ai_ml():
-            job = load_job(path)
+            job: Any = load_job(path)
+        # azure-ai-ml keeps a step's code relative to the file, which is about to go: name the folder itself.
+        parts = [node.component for node in job.jobs.values()] if spec["type"] == "pipeline" else [job.trial]
+        for part in parts:
+            code = getattr(part, "code", None)
+            if isinstance(code, str) and not Path(code).is_absolute():
+                part.code = str((folder / code).resolve())
     job.name = None  # Azure ML names each creation (the caller may set one)
     return job

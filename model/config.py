@@ -278,7 +278,8 @@ def _composite_key(entry: Composite, at: KeyPath, part: str) -> Callable[[str], 
     from_component = step.component is not None
 
     def where(key: str) -> KeyPath:
-        if key == "compute" and step.compute is None:
+        if key == "compute" and step.compute is None and isinstance(entry, PipelineJob) \
+                and entry.settings.default_compute is not None:
             return (*at, "settings", "default_compute")
         if (from_component and key in ("command", "code")) or (key == "environment" and step.environment is None \
                 and from_component):

@@ -510,10 +510,9 @@ def _step_run(
     compute = step.compute or settings.default_compute
     required = {"command": "a command (or a component)", "environment": "an environment (or a component with one)",
                 "distribution": "a distribution (type pytorch, mpi or tensorflow)"}
-    problems += [((key,), f"step {name!r} has no {what}") for key, what in required.items() if key not in fields]
+    problems += [((key,), f"needs {what}") for key, what in required.items() if key not in fields]
     if compute is None:
-        problems.append((("compute",), f"step {name!r} names no compute and the pipeline has no "
-                                       "settings.default_compute"))
+        problems.append((("compute",), "names no compute and the pipeline has no settings.default_compute"))
     if problems:
         return None, problems
     fields.update(name=_run_name(name), compute=compute)

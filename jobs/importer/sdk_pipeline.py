@@ -159,13 +159,13 @@ class _Reader:
             return  # the docstring
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
                 and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name):
-            name, call = stmt.targets[0].id, stmt.value
-            if call.func.id not in self.components:
-                raise self.fail(f"step {name!r}: {call.func.id}(...) is not a component loaded from a file at module "
+            name, call, factory = stmt.targets[0].id, stmt.value, stmt.value.func.id
+            if factory not in self.components:
+                raise self.fail(f"step {name!r}: {factory}(...) is not a component loaded from a file at module "
                                 "level (load_component(source=...)); the gate needs its YAML", stmt.lineno)
             if call.args:
                 raise self.fail(f"step {name!r}: give the component's inputs by name", stmt.lineno)
-            step: dict[str, Any] = {"type": "command", "component": self.components[call.func.id]}
+            step: dict[str, Any] = {"type": "command", "component": self.components[factory]}
             inputs = {k.arg: self.value(k.value, params, steps) for k in call.keywords if k.arg}
             if inputs:
                 step["inputs"] = inputs
@@ -186,14 +186,15 @@ class _Reader:
             return
         if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Dict):
             for key_node, value_node in zip(stmt.value.keys, stmt.value.values, strict=True):
-                key = self.evaluator.expr(key_node) if key_node is not None else None
+                output_name = self.evaluator.expr(key_node) if key_node is not None else None
                 bound = self.value(value_node, set(), steps)
-                if not isinstance(key, str) or not (isinstance(bound, str) and bound.startswith("${{parent.jobs.")):
+                if not isinstance(output_name, str) or not (isinstance(bound, str)
+                                                            and bound.startswith("${{parent.jobs.")):
                     raise self.fail("return: each pipeline output is \"<name>\": <step>.outputs.<output>",
                                     stmt.lineno)
                 step_name, output = bound.removeprefix("${{parent.jobs.").removesuffix("}}").split(".outputs.")
-                steps[step_name].setdefault("outputs", {})[output] = f"${{{{parent.outputs.{key}}}}}"
-                outputs[key] = bound
+                steps[step_name].setdefault("outputs", {})[output] = f"${{{{parent.outputs.{output_name}}}}}"
+                outputs[output_name] = bound
             return
         if isinstance(stmt, ast.Return) and stmt.value is None:
             return
