@@ -73,7 +73,8 @@ _RUNS: list[dict[str, Any]] = [
             },
             "evaluate": {
                 "code": "jobs/workloads",
-                "command": "python evaluate.py --checkpoint-dir ${{inputs.checkpoints}} --report-dir ${{outputs.report}}",
+                "command": "python evaluate.py --checkpoint-dir ${{inputs.checkpoints}} "
+                           "--report-dir ${{outputs.report}}",
                 "environment": "acpt-pytorch", "inputs": {"checkpoints": "${{parent.jobs.train.outputs.checkpoints}}"},
                 "outputs": {"report": {"type": "uri_folder"}},
                 "distribution": {"type": "pytorch", "process_count_per_instance": 8}, "limits": {"timeout": 3600},

@@ -405,9 +405,11 @@ CASES = [
                      "${{parent.jobs.trian.outputs.checkpoints}}"),
          "train-eval/evaluate", "the pipeline has no step 'trian' (steps: evaluate, train)"),
     Case("pipeline-step-cycle",
-         job_setting(PIPELINE_TYPE, "train-eval", "jobs.train.inputs.report", "${{parent.jobs.evaluate.outputs.report}}"),
+         job_setting(PIPELINE_TYPE, "train-eval", "jobs.train.inputs.report",
+                     "${{parent.jobs.evaluate.outputs.report}}"),
          "train-eval", "steps evaluate -> train -> evaluate wait on each other's outputs"),
-    Case("sweep-concurrent-trials-exceed-cluster", job_setting(SWEEP_TYPE, "lr-sweep", "limits.max_concurrent_trials", 4),
+    Case("sweep-concurrent-trials-exceed-cluster",
+         job_setting(SWEEP_TYPE, "lr-sweep", "limits.max_concurrent_trials", 4),
          "lr-sweep", "4 concurrent trial(s) of 2 node(s) need 8 nodes; cluster gpu-a100 scales to 2: 1 trial(s) run at "
          "once, the other 3 wait in the queue"),
     Case("sweep-timeout-below-trial-timeout", job_setting(SWEEP_TYPE, "lr-sweep", "limits.timeout", 3600), "lr-sweep",

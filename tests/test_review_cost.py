@@ -1,7 +1,7 @@
 """What a stack and its runs cost (``cost.json``), and the budget rules that judge it with the pack's parameters.
 
-The policy baseline (the real plan of the dev stack plus five runs, a pipeline and a sweep) is moved to eastus2 on H100 nodes,
-a size and region the shipped pricing table prices (98.32 USD per node-hour).
+The policy baseline (the real plan of the dev stack plus five runs, a pipeline and a sweep) is moved to eastus2
+on H100 nodes, a size and region the shipped pricing table prices (98.32 USD per node-hour).
 """
 
 from __future__ import annotations
