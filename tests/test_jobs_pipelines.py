@@ -328,3 +328,43 @@ def test_sampling_follows_azure_mls_distributions() -> None:
     grid = {"a": {"type": "choice", "values": [1, 2]}, "b": {"type": "choice", "values": ["x", "y"]}}
     assert sample({"search_space": grid, "sampling_algorithm": "grid"}, 9) == [
         {"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
+
+
+# ------------------------------------------------------------------------------------------ submission
+
+
+@pytest.mark.parametrize("job", [pipeline(), sweep()], ids=["pipeline", "sweep"])
+def test_a_dry_run_prints_the_file_a_submission_sends(job: dict[str, Any], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from amlgpu.cli import main
+    from tests.conftest import NS, dev_config, make_project
+
+    config = dev_config()
+    config[f"{NS}:jobs"] = [job]
+    project = make_project(tmp_path / "project", config)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no Pulumi CLI: the workspace comes from the stack file
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
+    assert main(["submit", job["name"], "--stack", "test", "--dry-run"]) == 0
+    first, body = capsys.readouterr().out.split("\n", 1)
+    assert first.startswith("# would submit to workspace mlw-gpu-dev")
+    document = yaml.safe_load(body)
+    assert document["name"].startswith(f"{job['name']}-") and document["type"] == job["type"]
+    (project / "job.yml").write_text(body)  # what `az ml job create -f job.yml` would be given
+    loaded = _load(project / "job.yml")
+    trial = loaded.trial if job["type"] == "sweep" else loaded.jobs["train"]
+    assert (trial.distribution.process_count_per_instance, trial.resources.instance_count) == (8, 2)
+
+
+def test_a_pipeline_step_holding_a_private_key_is_never_submitted(root: Path, tmp_path: Path) -> None:
+    from jobs import submit
+    from model.errors import UserError
+
+    (root / "jobs" / "workloads" / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n")
+    config = stack(root, [pipeline()])
+    with pytest.raises(UserError, match="run 'train-eval/train': the code folder 'jobs/workloads' holds private") \
+            as raised:
+        submit.prepare("train-eval", config=config, stack_file="Pulumi.test.yaml", outputs=None, root=root,
+                       environ={}, dry_run=True)
+    assert raised.value.key == "aml-gpu-training:jobs[0].jobs.train.code"
