@@ -172,8 +172,6 @@ class CommandComponent(Model):
     """A command component (CLI v2 ``commandComponent``): inline under a step's ``component``, or the file it
     names. Paths in a file are relative to the file's folder; inline, to the project root."""
 
-    schema_: str | None = Field(default=None, alias="$schema")
-    """The component file's JSON schema (ignored)."""
     type: Literal["command"] = "command"
     """command: the only kind of component a step of this stack runs."""
     name: str | None = None
@@ -205,8 +203,6 @@ class CommandComponent(Model):
     """Nodes and container settings (a step's own resources replace them)."""
     distribution: Distribution | None = None
     """How Azure ML starts the processes (a step's own distribution replaces it)."""
-
-    model_config = {**Model.model_config, "populate_by_name": True}
 
     @field_validator("distribution", mode="before")
     @classmethod
@@ -251,6 +247,7 @@ def component_file(reference: str, root: Path) -> tuple[CommandComponent, PurePo
     if "additional_includes" in data:
         raise ValueError(f"component file {relative!r}: additional_includes copies files into the snapshot at "
                          "submission, which the gate cannot see; put them in the code folder")
+    data.pop("$schema", None)  # the editor's schema of a component file, nothing Azure ML runs
     try:
         component = CommandComponent.model_validate(data)
     except ValidationError as err:

@@ -576,3 +576,18 @@ def test_seed_examples_wrong_for_their_cluster_are_caught(plan_variant: Any) -> 
     found = {(f.rule.id, f.owner.name) for f in report.findings if f.enforcement == f.rule.enforcement}
     for run, rule in SEED_RUNS:
         assert (rule, run["name"]) in found, f"{run['name']}: {sorted(found)}"
+
+
+def test_a_pipeline_step_is_found_located_and_waived_by_its_qualified_name() -> None:
+    b = baseline()
+    b.run("train-eval/train")["spec"]["environment_variables"] = {"NCCL_IB_DISABLE": "1"}
+    (finding,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert finding.text.startswith("run 'train-eval/train': NCCL_IB_DISABLE='1'")
+    index = [job["name"] for job in b.config["aml-gpu-training:jobs"]].index("train-eval")
+    assert finding.location == ("aml-gpu-training:jobs", index, "jobs", "train", "environment_variables")
+    b.config["aml-gpu-training:waivers"] = [{
+        "rule": "run-infiniband-disabled", "resource": "train-eval/train", "expires": "2026-07-01",
+        "reason": "INC-1234: the fabric of this cluster is being replaced; TCP until the new one is certified",
+    }]
+    (waived,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert waived.waived and waived.owner.name == "train-eval/train"

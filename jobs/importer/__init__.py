@@ -46,7 +46,7 @@ def import_files(paths: list[Path], ctx: Context, *, name: str | None = None) ->
         if not path.is_file():
             raise ImportInputError("no such file", file=source.display)
         if cliv2.is_job_file(path):
-            drafts += pipeline.read(source, ctx) if pipeline.is_composite_file(path) else cliv2.read(source, ctx)
+            drafts += pipeline.read(source, ctx) if pipeline.is_composite_file(source) else cliv2.read(source, ctx)
         elif sdk.is_script(path):
             drafts += sdk_pipeline.read(source, ctx) if sdk_pipeline.has_pipeline(path) else sdk.read(source, ctx)
         else:

@@ -21,7 +21,6 @@ command the gate can read.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 from jobs.importer.base import Draft, ImportInputError, Source, slug
@@ -34,14 +33,14 @@ _COMMON = ("display_name", "experiment_name", "description", "tags")
 _GENERIC_STEMS = frozenset({"job", "pipeline", "job-sweep", "sweep"})
 
 
-def is_composite_file(path: Path) -> bool:
-    """Whether a YAML file is a pipeline or sweep job (read cheaply: its top-level ``type``)."""
+def is_composite_file(source: Source) -> bool:
+    """Whether a YAML file is a pipeline or sweep job (its top-level ``type``); a file that does not parse is
+    left to the command-job reader, which reports it."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False  # the command-job reader reports it
-    return any(line.split("#")[0].strip() in (f"type: {PIPELINE}", f"type: {SWEEP}") for line in text.splitlines()
-               if not line.startswith((" ", "\t")))
+        document = load_yaml(source)
+    except ImportInputError:
+        return False
+    return isinstance(document, dict) and document.get("type") in KIND
 
 
 def read(source: Source, ctx: Context) -> list[Draft]:
