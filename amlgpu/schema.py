@@ -61,7 +61,8 @@ FIELD_DOCS: dict[str, str] = {
     "an existing subnet.",
     "StackConfig.clusters": "GPU AmlCompute clusters (at least one).",
     "StackConfig.environments": "Training environments registered in the workspace.",
-    "StackConfig.jobs": "Declared distributed runs, in Azure ML CLI v2 commandJob keys: see docs/jobs.md.",
+    "StackConfig.jobs": "Declared distributed runs in Azure ML CLI v2 commandJob keys, pipelines (type: pipeline) and "
+    "sweeps (type: sweep): see docs/jobs.md.",
     "StackConfig.waivers": "Reviewed exceptions to a policy rule for one named resource or run: see "
     "docs/policies.md.",
     # workspace

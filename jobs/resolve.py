@@ -264,13 +264,16 @@ def project_defaults(run: Run, spec: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def resolve_all(config: StackConfig, root: Path) -> list[ResolvedRun]:
-    """Every run the stack declares, resolved, sorted by name."""
+def resolve_all(
+    config: StackConfig, root: Path, *, scans: dict[str | None, tuple[str, ...]] | None = None
+) -> list[ResolvedRun]:
+    """Every run the stack declares, resolved, sorted by name (a pipeline's steps and a sweep's trial:
+    :mod:`jobs.pipelines`). ``scans``: code folder scans to share with other callers (filled in here)."""
     # Runs mostly share a few code folders: scan each folder once, not once per run (a 1000-run stack
     # read the same files 1000 times).
-    scans: dict[str | None, tuple[str, ...]] = {None: ()}
+    scans = scans if scans is not None else {None: ()}
     resolved = []
-    for run in sorted(config.jobs, key=lambda r: r.name):
+    for run in sorted(config.runs, key=lambda r: r.name):
         folder = _code_path(run.code)
         if folder not in scans:
             scans[folder] = code_scan.scan(root / folder)  # type: ignore[operator]

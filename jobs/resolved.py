@@ -80,6 +80,9 @@ class ResolvedRun:
     """Scripts the command runs that are not in the code folder (e.g. a git submodule not checked out)."""
     launcher_script: str | None = None
     """The code folder's shell script that starts :attr:`launcher`, when the command does not show it."""
+    part_of: str | None = None
+    """The pipeline this run is a step of, or the sweep it is the trial of (its name is then
+    ``<job>/<step>``); None for a run of its own (see :mod:`jobs.pipelines`)."""
 
     @property
     def instance_count(self) -> int:
@@ -130,6 +133,7 @@ class ResolvedRun:
             defaults=tuple(props.get("defaults") or ()),
             missing_scripts=tuple(props.get("missing_scripts") or ()),
             launcher_script=props.get("launcher_script"),
+            part_of=props.get("part_of"),
         )
 
 

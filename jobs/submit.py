@@ -34,12 +34,16 @@ from typing import Any, Protocol, TextIO
 
 from infra.paths import files_inside
 from jobs import code_scan
+from jobs.pipeline_render import composite_yaml, load_composite_job
+from jobs.pipelines import ResolvedComposite, code_folders, is_composite, resolve_composite
 from jobs.render import build_job, job_yaml
 from jobs.resolve import resolve_run
 from jobs.resolved import ResolvedRun
 from model import NAMESPACE
 from model.config import StackConfig
 from model.errors import EXIT_OK, UserError
+from model.pipelines import job_parts
+from model.runs import Run
 
 OFFLINE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 """The subscription id an offline plan reports (Pulumi mocks answer for Azure)."""
@@ -69,7 +73,7 @@ class StackOutputs:
 
 @dataclass(frozen=True)
 class Submission:
-    run: ResolvedRun
+    run: ResolvedRun | ResolvedComposite
     spec: dict[str, Any]
     """The spec as sent: the resolved one with this submission's job name."""
     workspace: WorkspaceRef
@@ -194,14 +198,23 @@ def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOut
     if job not in declared:
         names = ", ".join(sorted(declared)) or "none declared"
         raise UserError(f"no run named {job!r}; declared runs: {names}", file=stack_file, key=f"{NAMESPACE}:jobs")
-    run = resolve_run(declared[job], config, root)
-    key = f"{NAMESPACE}:jobs[{config.jobs.index(declared[job])}]"
-    if run.code_findings:
-        raise UserError(
-            f"run {job!r}: the code folder {run.spec['code']!r} holds private keys or tokens "
-            f"({', '.join(run.code_findings)}); Azure ML would upload them to the workspace. Remove them.",
-            file=stack_file, key=f"{key}.code",
-        )
+    entry = declared[job]
+    key = f"{NAMESPACE}:jobs[{config.jobs.index(entry)}]"
+    run: ResolvedRun | ResolvedComposite
+    if isinstance(entry, Run):
+        run = resolve_run(entry, config, root)
+        parts = [(run, f"{key}.code")]
+    else:  # a pipeline or sweep: each step's (the trial's) code folder is uploaded
+        run, steps = resolve_composite(entry, config, root)
+        parts = [(step, f"{key}.{'.'.join(below)}.code") for step, (_, below) in zip(steps, job_parts(entry),
+                                                                                       strict=True)]
+    for part, where in parts:
+        if part.code_findings:
+            raise UserError(
+                f"run {part.name!r}: the code folder {part.spec['code']!r} holds private keys or tokens "
+                f"({', '.join(part.code_findings)}); Azure ML would upload them to the workspace. Remove them.",
+                file=stack_file, key=where,
+            )
     exported = outputs.values.get("jobs") if outputs is not None else None
     if outputs is not None and isinstance(exported, dict) and _ints(exported.get(job)) != run.spec:
         state = "is not in" if job not in exported else "changed since"
@@ -254,6 +267,11 @@ def dry_run(submission: Submission, *, root: Path, out: TextIO | None = None) ->
     """Print the workspace and the job file that would be sent (``code`` relative to the current folder)."""
     out = out or sys.stdout
     print(f"# would submit to {submission.workspace.describe()}", file=out)
+    if is_composite(submission.spec):
+        _refuse_outside_links(submission.spec, root)
+        document = composite_yaml(submission.spec, code_relative_to=Path.cwd(), root=root)
+        print(document.replace("\n", f"\nname: {submission.spec['name']}\n", 1), end="", file=out)
+        return EXIT_OK
     links = code_scan.outside_links(root / submission.spec["code"])
     if links:
         print(f"# not uploaded (symbolic links leading outside the code folder): {', '.join(links)}", file=out)
@@ -291,8 +309,14 @@ def submit(submission: Submission, *, root: Path, client: Client, out: TextIO | 
 
     out = out or sys.stdout
     try:
-        with uploadable(root, submission.spec["code"]) as upload_root:
-            created = client.jobs.create_or_update(build_job(submission.spec, root=upload_root))
+        if is_composite(submission.spec):
+            _refuse_outside_links(submission.spec, root)
+            job = load_composite_job(submission.spec, root=root)
+            job.name, job.display_name = submission.spec["name"], submission.spec["display_name"]
+            created = client.jobs.create_or_update(job)
+        else:
+            with uploadable(root, submission.spec["code"]) as upload_root:
+                created = client.jobs.create_or_update(build_job(submission.spec, root=upload_root))
     except ClientAuthenticationError as err:
         raise UserError(f"cannot sign in to Azure (az login, or a managed identity): {_first_line(err)}") from None
     except HttpResponseError as err:
@@ -307,6 +331,16 @@ def submit(submission: Submission, *, root: Path, client: Client, out: TextIO | 
     status = client.jobs.get(created.name).status
     print(f"{created.name}: {status}", file=out)
     return EXIT_OK if status == "Completed" else EXIT_JOB_FAILED
+
+
+def _refuse_outside_links(spec: Mapping[str, Any], root: Path) -> None:
+    """A pipeline's or sweep's code folders, refused when one holds symbolic links leading outside it (azure-ai-ml
+    would follow them and upload what they lead to)."""
+    for folder in code_folders(spec):
+        links = code_scan.outside_links(root / folder)
+        if links:
+            raise UserError(f"code folder {folder!r} holds symbolic links leading outside it ({', '.join(links)}); "
+                            "Azure ML would upload what they lead to: remove them", key=f"{NAMESPACE}:jobs")
 
 
 def _first_line(err: Exception) -> str:

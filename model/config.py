@@ -32,6 +32,7 @@ from infra.paths import resolve_inside
 from model import NAMESPACE
 from model.errors import ConfigError, Problem
 from model.fabric_check import fabric_check_runs
+from model.pipelines import Composite, JobEntry, PipelineJob, SweepJob, qualified
 from model.runs import FILE_PREFIX, InlineEnvironment, Run
 from model.stackfile import SECRET_PLACEHOLDER, StackFile
 from model.waivers import Waiver
@@ -88,7 +89,7 @@ class StackConfig(BaseModel):
     network: Network = Network()
     clusters: list[Cluster] = Field(min_length=1)
     environments: list[Environment] = []
-    jobs: list[Run] = []
+    jobs: list[JobEntry] = []
     waivers: list[Waiver] = []
 
     @model_validator(mode="after")
@@ -142,30 +143,11 @@ class StackConfig(BaseModel):
         clusters = {c.name: c for c in self.clusters}
         environments = {e.name: e for e in self.environments}
         jobs = list(self.jobs)
-        for i, run in enumerate(self.jobs):
-            if run.compute not in clusters:
-                found.add(("jobs", i, "compute"), _unknown_cluster(run.name, run.compute, clusters))
-            run_env = run.environment
-            if isinstance(run_env, str) and run_env.startswith(FILE_PREFIX):
-                try:
-                    jobs[i] = run.model_copy(update={"environment": environment_file(run_env, root)})
-                except ValueError as err:
-                    found.add(("jobs", i, "environment"), f"run {run.name!r}: {err}")
-            elif isinstance(run_env, str) and not run_env.startswith("azureml:") and run_env not in environments:
-                found.add(("jobs", i, "environment"), _unknown_environment(run.name, run_env, environments))
-            elif isinstance(run_env, InlineEnvironment):
-                problem = _inline_files_missing(run_env, root)
-                if problem:
-                    found.add(("jobs", i, "environment"), f"run {run.name!r}: {problem}")
-            missing = run.undeclared_placeholders()
-            if missing:
-                found.add(
-                    ("jobs", i, "command"), f"run {run.name!r}: {', '.join(missing)} has no declared input/output"
-                )
-            if run.code is not None and not (root / run.code).is_dir():
-                found.add(
-                    ("jobs", i, "code"), f"run {run.name!r}: folder {run.code!r} does not exist under the project root"
-                )
+        for i, entry in enumerate(self.jobs):
+            if isinstance(entry, Run):
+                jobs[i] = _check_run(entry, _run_key(i), f"run {entry.name!r}", found, root, clusters, environments)
+            else:
+                jobs[i] = _check_composite(entry, ("jobs", i), found, root, clusters, environments)
         object.__setattr__(self, "jobs", jobs)
 
     @model_validator(mode="after")
@@ -211,6 +193,16 @@ class StackConfig(BaseModel):
                 return key, (f"subscription {sub} differs from {expected} ({source}): {SAME_SUBSCRIPTION[key]}")
         return None
 
+    @property
+    def runs(self) -> list[Run]:
+        """The runs the stack declares (command jobs, generated fabric checks included), in file order."""
+        return [job for job in self.jobs if isinstance(job, Run)]
+
+    @property
+    def composites(self) -> list[Composite]:
+        """The pipelines and sweeps the stack declares, in file order (each holds its steps as runs)."""
+        return [job for job in self.jobs if not isinstance(job, Run)]
+
     def cluster(self, name: str) -> Cluster:
         return next(c for c in self.clusters if c.name == name)
 
@@ -220,6 +212,97 @@ class StackConfig(BaseModel):
     @property
     def workspace_location(self) -> str:
         return self.workspace.location or self.location
+
+
+def _run_key(index: int) -> Callable[[str], KeyPath]:
+    """Where a field of run ``index`` is written in the stack file."""
+    return lambda key: ("jobs", index, key)
+
+
+def _check_run(
+    run: Run, where: Callable[[str], KeyPath], label: str, found: _References, root: Path,
+    clusters: Mapping[str, Cluster], environments: Mapping[str, Environment],
+) -> Run:
+    """``run``'s references to the stack checked (problems added at ``where(<field>)``, named ``label``), and
+    the run with a ``file:`` environment read in."""
+    if run.compute not in clusters:
+        found.add(where("compute"), _unknown_cluster(label, run.compute, clusters))
+    run_env = run.environment
+    if isinstance(run_env, str) and run_env.startswith(FILE_PREFIX):
+        try:
+            run = run.model_copy(update={"environment": environment_file(run_env, root)})
+        except ValueError as err:
+            found.add(where("environment"), f"{label}: {err}")
+    elif isinstance(run_env, str) and not run_env.startswith("azureml:") and run_env not in environments:
+        found.add(where("environment"), _unknown_environment(label, run_env, environments))
+    elif isinstance(run_env, InlineEnvironment):
+        problem = _inline_files_missing(run_env, root)
+        if problem:
+            found.add(where("environment"), f"{label}: {problem}")
+    missing = run.undeclared_placeholders()
+    if missing:
+        found.add(where("command"), f"{label}: {', '.join(missing)} has no declared input/output")
+    if run.code is not None and not (root / run.code).is_dir():
+        found.add(where("code"), f"{label}: folder {run.code!r} does not exist under the project root")
+    return run
+
+
+def _check_composite(
+    entry: Composite, at: KeyPath, found: _References, root: Path, clusters: Mapping[str, Cluster],
+    environments: Mapping[str, Environment],
+) -> Composite:
+    """A pipeline's steps (a sweep's trial) checked as runs, problems at their keys; the entry holding them."""
+    runs: dict[str, Run] = {}
+    kind = "step" if isinstance(entry, PipelineJob) else "trial"
+    for part, run, problems in entry.step_runs(root):
+        where = _composite_key(entry, at, part)
+        for path, message in problems:
+            found.add((*where(str(path[0])), *path[1:]) if path else where(""), f"{kind} "
+                      f"{qualified(entry.name, part)!r}: {message}")
+        if run is None:
+            continue
+        outside = [key for key, path in _run_paths(run) if resolve_inside(root, path) is None]
+        for key in outside:
+            found.add(where(key), f"{kind} {qualified(entry.name, part)!r}: {key} leads outside the project root "
+                                  "(symbolic links followed); name a file or folder inside the project")
+        if not outside:
+            runs[part] = _check_run(run, where, f"{kind} {qualified(entry.name, part)!r}", found, root, clusters,
+                                    environments)
+    return entry.with_runs(runs)
+
+
+def _composite_key(entry: Composite, at: KeyPath, part: str) -> Callable[[str], KeyPath]:
+    """Where a field of a composite's run is written in the stack file."""
+    if isinstance(entry, SweepJob):
+        top = {"compute": ("compute",), "inputs": ("inputs",), "outputs": ("outputs",), "identity": ("identity",),
+               "limits": ("limits", "trial_timeout"), "queue_settings": ("queue_settings",)}
+        return lambda key: (*at, *top.get(key, ("trial", key) if key else ("trial",)))
+    step = entry.jobs[part]
+    from_component = step.component is not None
+
+    def where(key: str) -> KeyPath:
+        if key == "compute" and step.compute is None and isinstance(entry, PipelineJob) \
+                and entry.settings.default_compute is not None:
+            return (*at, "settings", "default_compute")
+        if (from_component and key in ("command", "code")) or (key == "environment" and step.environment is None \
+                and from_component):
+            return (*at, "jobs", part, "component")
+        return (*at, "jobs", part, *((key,) if key else ()))
+
+    return where
+
+
+def _run_paths(run: Run) -> list[tuple[str, str]]:
+    """(field, path) of every project path a run names."""
+    paths = [("code", run.code)] if run.code is not None else []
+    env = run.environment
+    if isinstance(env, InlineEnvironment) and env.build is not None:
+        paths.append(("environment", env.build.path))
+    if isinstance(env, InlineEnvironment) and env.conda_file is not None:
+        paths.append(("environment", env.conda_file))
+    if isinstance(env, str) and env.startswith(FILE_PREFIX):
+        paths.append(("environment", env.removeprefix(FILE_PREFIX)))
+    return paths
 
 
 def _inside(root: Path, relative: str) -> Path:
@@ -307,8 +390,9 @@ def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
                           f"{env.build.path}/{env.build.dockerfile_path}"))
         if env.conda_file is not None:
             named.append((("environments", i, "conda_file"), env.conda_file))
-    named += [(("jobs", i, "code"), run.code) for i, run in enumerate(config.jobs) if run.code is not None]
-    for i, run in enumerate(config.jobs):
+    runs = [(i, run) for i, run in enumerate(config.jobs) if isinstance(run, Run)]
+    named += [(("jobs", i, "code"), run.code) for i, run in runs if run.code is not None]
+    for i, run in runs:
         inline = run.environment
         if isinstance(inline, InlineEnvironment) and inline.build is not None:
             named.append((("jobs", i, "environment", "build", "path"), inline.build.path))
@@ -321,12 +405,13 @@ def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
     return bool(outside)
 
 
-def _unknown_cluster(run: object, compute: str, clusters: Mapping[str, object]) -> str:
-    return f"run {run!r}: unknown cluster {compute!r}{_hint(compute, clusters)}"
+def _unknown_cluster(label: str, compute: str, clusters: Mapping[str, object]) -> str:
+    """``label`` (``run 'x'``, ``step 'p/train'``) names a cluster the stack does not declare."""
+    return f"{label}: unknown cluster {compute!r}{_hint(compute, clusters)}"
 
 
-def _unknown_environment(run: object, environment: str, environments: Mapping[str, object]) -> str:
-    return (f"run {run!r}: unknown environment {environment!r}{_hint(environment, environments)} "
+def _unknown_environment(label: str, environment: str, environments: Mapping[str, object]) -> str:
+    return (f"{label}: unknown environment {environment!r}{_hint(environment, environments)} "
             "(or give a full azureml: reference, file: or an inline environment)")
 
 
@@ -365,12 +450,14 @@ def raw_references(data: Mapping[str, Any]) -> list[tuple[KeyPath, str]]:
     for i, job in enumerate(jobs if isinstance(jobs, list) else []):
         if not isinstance(job, dict):
             continue
-        name, compute, environment = job.get("name"), job.get("compute"), job.get("environment")
+        if job.get("type", "command") != "command":  # a pipeline's steps, a sweep's trial: checked with the model
+            continue
+        label, compute, environment = f"run {job.get('name')!r}", job.get("compute"), job.get("environment")
         if clusters is not None and isinstance(compute, str) and compute.removeprefix("azureml:") not in clusters:
-            found.append((("jobs", i, "compute"), _unknown_cluster(name, compute.removeprefix("azureml:"), clusters)))
+            found.append((("jobs", i, "compute"), _unknown_cluster(label, compute.removeprefix("azureml:"), clusters)))
         if environments is not None and isinstance(environment, str) and environment \
                 and not environment.startswith(("azureml:", FILE_PREFIX)) and environment not in environments:
-            found.append((("jobs", i, "environment"), _unknown_environment(name, environment, environments)))
+            found.append((("jobs", i, "environment"), _unknown_environment(label, environment, environments)))
     waivers = data.get("waivers")
     # (rule, resource) of each waiver that names both; an entry that does not is its own (i, None), never repeated.
     pairs: list[tuple[object, object]] = [
@@ -450,6 +537,8 @@ def _shown(value: Any, path: KeyPath) -> str:
 
 # ------------------------------------------------------------------------------------------ pydantic's errors
 
+_JOB_TAGS = frozenset({"Run", "PipelineJob", "SweepJob"})
+"""The models of a ``jobs`` entry (see :data:`model.pipelines.JobEntry`)."""
 _UNION_TAGS = {"str", "int", "float", "bool", "pytorch", "mpi", "tensorflow"}
 
 
@@ -483,7 +572,8 @@ def _clean(loc: tuple[Any, ...]) -> tuple[KeyPath, KeyPath | None]:
     previous: object = None
     for part in loc:
         if _is_tag(part, previous):
-            if union_at is None:
+            # A jobs entry is read with the one model its `type` names: that tag is no choice between members.
+            if union_at is None and not (len(out) == 2 and out[0] == "jobs" and part in _JOB_TAGS):
                 union_at = tuple(out)
         else:
             out.append(part)
@@ -541,6 +631,10 @@ def _translate(error: Mapping[str, Any], path: KeyPath) -> str:
         return f"must be {ctx.get('expected')}{got}"
     if kind == "union_tag_invalid":
         return f"type must be one of {ctx.get('expected_tags')} (got {_shown(ctx.get('tag'), path)})"
+    if kind == "job_type":
+        given = error.get("input")
+        kind_given = given.get("type") if isinstance(given, dict) else None
+        return f"{error['msg']} (got type {_shown(kind_given, path)})"
     if kind == "union_tag_not_found":
         return f"needs a {ctx.get('discriminator')} key"
     return f"{error['msg']}{got}"
@@ -548,7 +642,8 @@ def _translate(error: Mapping[str, Any], path: KeyPath) -> str:
 
 # ------------------------------------------------------------------------------------------ misplaced keys
 
-_RUN_SECTIONS = {"Run": "", "Resources": "resources", "Limits": "limits", "QueueSettings": "queue_settings",
+_RUN_SECTIONS = {"Run": "", "PipelineStep": "", "Resources": "resources", "Limits": "limits",
+                 "QueueSettings": "queue_settings",
                  "PyTorchDistribution": "distribution", "MpiDistribution": "distribution",
                  "TensorFlowDistribution": "distribution"}
 """The run model's sections by model name, as the stack file names them ("" for the run itself)."""
@@ -574,6 +669,18 @@ RENAMED: dict[tuple[str, str], str] = {
 NO_PLACE: dict[tuple[str, str], str] = {
     ("Run", "type"): "every declared run is an Azure ML command job (`type: command` is implied): remove it",
     ("Run", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: remove it",
+    ("PipelineJob", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: "
+                                "remove it",
+    ("SweepJob", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: remove it",
+    ("PipelineJob", "compute"): "a pipeline's default cluster is settings.default_compute (or each step's compute)",
+    ("PipelineStep", "name"): "a step's name is its key under the pipeline's jobs",
+    ("PipelineSettings", "default_environment"): "Azure ML pipelines have no default environment (settings are "
+                                                 "default_compute, default_datastore, continue_on_step_failure and "
+                                                 "force_rerun): give each step, or its component, an environment",
+    ("Trial", "compute"): "every trial runs on the sweep's compute",
+    ("Trial", "limits"): "a trial's timeout is the sweep's limits.trial_timeout",
+    ("Trial", "inputs"): "a trial's inputs are the sweep's inputs",
+    ("Trial", "outputs"): "a trial's outputs are the sweep's outputs",
     ("Cluster", "type"): "every cluster is an AmlCompute cluster (`type: amlcompute` is implied): remove it",
     ("StackConfig", "location"): f"the region is set with {LOCATION_KEY} (or workspace.location), "
                                  f"not {NAMESPACE}:location",

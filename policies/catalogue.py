@@ -18,12 +18,14 @@ from policies.rules import (
     fabric,
     hardening,
     network,
+    pipelines,
     runs,
     storage,
     workspace,
 )
 
-FAMILIES = (workspace, storage, network, deploy_order, compute, environments, runs, fabric, hardening, budgets)
+FAMILIES = (workspace, storage, network, deploy_order, compute, environments, runs, fabric, pipelines, hardening,
+            budgets)
 """Family modules, in the order listings and docs show them."""
 
 

@@ -37,6 +37,7 @@ _FAMILY_TITLES = {
     "environments": "Environments",
     "runs": "Distributed runs",
     "fabric": "InfiniBand",
+    "pipelines": "Pipelines and sweeps",
     "hardening": "Settings that open the door",
     "budgets": "Budgets (cost at list price)",
 }

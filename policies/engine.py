@@ -18,6 +18,8 @@ from infra.prices import PriceTable
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model import NAMESPACE
 from model.config import StackConfig
+from model.pipelines import job_parts, qualified
+from model.runs import Run
 from model.waivers import PlatformWaiver, Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
@@ -199,6 +201,11 @@ class _Locator:
         for section, kind in (("clusters", "cluster"), ("environments", "environment"), ("jobs", "run")):
             for i, item in enumerate(getattr(config, section)):
                 self._paths[Owner(kind, item.name)] = (f"{NAMESPACE}:{section}", i)  # type: ignore[arg-type]
+        for i, job in enumerate(config.jobs):
+            if not isinstance(job, Run):  # a pipeline or sweep, and each run inside it
+                self._paths[Owner(job.type, job.name)] = (f"{NAMESPACE}:jobs", i)
+                self._paths.update({Owner("run", qualified(job.name, part)): (f"{NAMESPACE}:jobs", i, *below)
+                                    for part, below in job_parts(job)})
 
     @property
     def names(self) -> set[str]:

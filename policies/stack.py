@@ -13,13 +13,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE, ResolvedComposite
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from policies.graph import DependencyGraph
 
 if TYPE_CHECKING:
     from infra.prices import PriceTable
 
-OwnerKind = Literal["workspace", "network", "cluster", "image-build-compute", "environment", "run", "resource"]
+OwnerKind = Literal[
+    "workspace", "network", "cluster", "image-build-compute", "environment", "run", "pipeline", "sweep", "resource"
+]
 
 WORKSPACE_TYPE = "aml-gpu-training:infra:Workspace"
 COMPONENT_KINDS: Mapping[str, OwnerKind] = {
@@ -29,6 +32,8 @@ COMPONENT_KINDS: Mapping[str, OwnerKind] = {
     "aml-gpu-training:infra:ImageBuilder": "image-build-compute",
     "aml-gpu-training:infra:Environment": "environment",
     RUN_TYPE: "run",
+    PIPELINE_TYPE: "pipeline",
+    SWEEP_TYPE: "sweep",
 }
 """Components named after a declared thing, and what kind of thing that is."""
 
@@ -94,6 +99,15 @@ class Stack:
             parent = current.get("parent")
             current = self._by_name.get((current.get("parentType", ""), parent)) if parent else None
         return Owner("resource", resource["name"])
+
+    @cached_property
+    def composites(self) -> tuple[tuple[Mapping[str, Any], ResolvedComposite], ...]:
+        """Each planned pipeline and sweep: its component (wire shape) and what it carries."""
+        return tuple((r, ResolvedComposite.from_props(r["inputs"])) for r in self.of_type(PIPELINE_TYPE, SWEEP_TYPE))
+
+    def runs_of(self, job: str) -> list[ResolvedRun]:
+        """The runs of pipeline or sweep ``job`` (its steps, its trial), in plan order."""
+        return [run for run in self.runs if run.part_of == job]
 
     def run_resource(self, run: ResolvedRun) -> Mapping[str, Any] | None:
         """The ``DistributedRun`` component that carries ``run`` (None when the plan has none)."""

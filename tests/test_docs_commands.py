@@ -42,13 +42,14 @@ from tests.conftest import (
 PAGES = (
     "docs/quickstart.md",
     "docs/frameworks.md",
+    "docs/jobs.md",
     "docs/infiniband.md",
     "docs/gitops.md",
     "docs/troubleshooting.md",
     "docs/migrating.md",
     "examples/multi-team/README.md",
 )
-FRAGMENT_PAGES = ("docs/frameworks.md", "docs/troubleshooting.md")
+FRAGMENT_PAGES = ("docs/frameworks.md", "docs/jobs.md", "docs/troubleshooting.md")
 """The pages with ``yaml stack`` fragments (the tag test keeps this list complete)."""
 SHELLS = {"sh", "bash", "shell"}
 SKIPPED_TAGS = {"setup", "azure"}
@@ -347,9 +348,20 @@ def _prepare_only(args: Any, project: Path) -> None:
     from model.project import load_stack
 
     stack = load_stack(args.stack, project)
-    _, declared = find_run(stack, args.job)
     request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,
                       inputs=_parse_inputs(args.input), tf_empty_ps=args.tf_empty_ps)
     workdir = project / "build" / "run-local" / args.job
-    prepare(resolve_run(declared, stack.config, project), request, root=project, workdir=workdir, environ={})
+    composite = next((job for job in stack.config.composites if job.name == args.job), None)
+    if composite is not None:  # a pipeline's steps, a sweep's trials: every one prepared
+        from jobs.emulate.composite import prepare_pipeline, prepare_sweep
+        from jobs.pipelines import resolve_composite
+
+        job, runs = resolve_composite(composite, stack.config, project)
+        if job.kind == "pipeline":
+            prepare_pipeline(job, {r.name: r for r in runs}, request, root=project, workdir=workdir, environ={})
+        else:
+            prepare_sweep(job, runs[0], request, trials=args.trials, root=project, workdir=workdir, environ={})
+    else:
+        _, declared = find_run(stack, args.job)
+        prepare(resolve_run(declared, stack.config, project), request, root=project, workdir=workdir, environ={})
     shutil.rmtree(workdir)

@@ -359,7 +359,8 @@ def test_bad_scripts_exit_2_with_file_and_line(project: Path, case: str, capsys:
 
 
 BAD_JOBS = {
-    "pipeline": ("type: pipeline\njobs: {}\n", "a pipeline job, not a command job"),
+    "empty-pipeline": ("type: pipeline\njobs: {}\n", "a pipeline job without steps"),
+    "parallel": ("type: parallel\ncompute: gpu-a100\n", "a parallel job: amlgpu imports command, pipeline and sweep"),
     "component": ("$schema: https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json\n"
                   "type: command\ncommand: echo\n", "a component"),
     "no-command": ("code: src\nenvironment: azureml:x:1\n", "no 'command' key"),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model.config import build
 from policies.catalogue import BY_ID, RULES
@@ -73,6 +74,22 @@ def run_setting(run: str, path: str, value: Any) -> Mutation:
 
     def mutate(b: Baseline) -> None:
         target = b.run(run)
+        *parents, last = path.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        if value is ...:
+            target.pop(last, None)
+        else:
+            target[last] = value
+
+    return mutate
+
+
+def job_setting(token: str, name: str, path: str, value: Any) -> Mutation:
+    """Set (or delete, with ``...``) a key of a pipeline's or sweep's spec (``limits.timeout``...)."""
+
+    def mutate(b: Baseline) -> None:
+        target = b.job(token, name)
         *parents, last = path.split(".")
         for part in parents:
             target = target.setdefault(part, {})
@@ -410,6 +427,21 @@ CASES = [
          run_setting("tf-multiworker", "spec.command", "python tf_mnist_multiworker.py --task_type master"),
          "tf-multiworker",
          "'master'"),
+    # pipelines and sweeps: the composition of runs
+    Case("pipeline-binding-unknown",
+         job_setting(PIPELINE_TYPE, "train-eval", "jobs.evaluate.inputs.checkpoints",
+                     "${{parent.jobs.trian.outputs.checkpoints}}"),
+         "train-eval/evaluate", "the pipeline has no step 'trian' (steps: evaluate, train)"),
+    Case("pipeline-step-cycle",
+         job_setting(PIPELINE_TYPE, "train-eval", "jobs.train.inputs.report",
+                     "${{parent.jobs.evaluate.outputs.report}}"),
+         "train-eval", "steps evaluate -> train -> evaluate wait on each other's outputs"),
+    Case("sweep-concurrent-trials-exceed-cluster",
+         job_setting(SWEEP_TYPE, "lr-sweep", "limits.max_concurrent_trials", 4),
+         "lr-sweep", "4 concurrent trial(s) of 2 node(s) need 8 nodes; cluster gpu-a100 scales to 2: 1 trial(s) run at "
+         "once, the other 3 wait in the queue"),
+    Case("sweep-timeout-below-trial-timeout", job_setting(SWEEP_TYPE, "lr-sweep", "limits.timeout", 3600), "lr-sweep",
+         "limits.timeout 3600s cancels the sweep before a trial reaches its trial_timeout of 7200s"),
     Case("run-cluster-matches-plan", run_setting("ddp-per-process", "cluster.max_instances", 4), "ddp-per-process",
          "resolved against max nodes 4"),
     Case("run-environment-matches-plan", run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch:2"),
@@ -572,3 +604,18 @@ def test_seed_examples_wrong_for_their_cluster_are_caught(plan_variant: Any) -> 
     found = {(f.rule.id, f.owner.name) for f in report.findings if f.enforcement == f.rule.enforcement}
     for run, rule in SEED_RUNS:
         assert (rule, run["name"]) in found, f"{run['name']}: {sorted(found)}"
+
+
+def test_a_pipeline_step_is_found_located_and_waived_by_its_qualified_name() -> None:
+    b = baseline()
+    b.run("train-eval/train")["spec"]["environment_variables"] = {"NCCL_IB_DISABLE": "1"}
+    (finding,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert finding.text.startswith("run 'train-eval/train': NCCL_IB_DISABLE='1'")
+    index = [job["name"] for job in b.config["aml-gpu-training:jobs"]].index("train-eval")
+    assert finding.location == ("aml-gpu-training:jobs", index, "jobs", "train", "environment_variables")
+    b.config["aml-gpu-training:waivers"] = [{
+        "rule": "run-infiniband-disabled", "resource": "train-eval/train", "expires": "2026-07-01",
+        "reason": "INC-1234: the fabric of this cluster is being replaced; TCP until the new one is certified",
+    }]
+    (waived,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert waived.waived and waived.owner.name == "train-eval/train"

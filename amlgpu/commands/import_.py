@@ -1,9 +1,10 @@
 """``amlgpu import PATH...``: existing Azure ML jobs as entries of a stack.
 
-Reads CLI v2 command job files (``*.yml``) and SDK v1 / v2 submission scripts (``*.py``: each
-``ScriptRunConfig(...)`` and ``command(...)``, read without running the script) and prints them as
-``aml-gpu-training:jobs`` entries (with the ``environments`` entries they need), each preceded by a
-comment naming the file and line it came from. See docs/migrating.md for every mapping.
+Reads CLI v2 command, pipeline and sweep job files (``*.yml``) and SDK v1 / v2 submission scripts
+(``*.py``: each ``ScriptRunConfig(...)``, ``command(...)`` and ``@pipeline`` function, read without running
+the script) and prints them as ``aml-gpu-training:jobs`` entries (with the ``environments`` entries they
+need), each preceded by a comment naming the file and line it came from. See docs/migrating.md for every
+mapping.
 
 With ``--stack``, ``compute`` and ``environment`` map to that stack's clusters and environments
 (``--compute`` / ``--environment`` choose them explicitly) and the entries are checked against it.
@@ -34,8 +35,10 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("paths", metavar="PATH", nargs="+", type=Path, help="job files (.yml) and scripts (.py)")
     parser.add_argument("--stack", "-s", help="map to (and with --write, append to) Pulumi.<stack>.yaml")
-    parser.add_argument("--compute", metavar="CLUSTER", help="the stack cluster every imported run uses")
-    parser.add_argument("--environment", metavar="ENV", help="the stack environment (or azureml: reference) they use")
+    parser.add_argument("--compute", metavar="CLUSTER",
+                        help="the stack cluster every imported run (every pipeline step, every sweep) uses")
+    parser.add_argument("--environment", metavar="ENV",
+                        help="the stack environment (or azureml: reference) they use, every step included")
     parser.add_argument("--name", help="the run's name (importing one run)")
     parser.add_argument("--write", action="store_true", help="append to the stack file, then run amlgpu plan")
     parser.set_defaults(func=run)

@@ -4,7 +4,7 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 
 * ``resources.json``: every resource the engine would register, inputs in the provider's wire shape;
 * ``outputs.json``: the stack outputs (secrets masked);
-* ``jobs/<run>.yml``: each declared run as an Azure ML CLI v2 job file (``az ml job create -f``);
+* ``jobs/<run>.yml``: each declared run, pipeline and sweep as an Azure ML CLI v2 job file (``az ml job create -f``);
 * ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR;
 * ``waivers.json``: the waivers that applied (the stack file's and the platform's), so a later plan
   against this one as its base can put the waivers a change adds or changes at the top of its verdict.
@@ -301,6 +301,8 @@ def plan_stack(
 ) -> PlanResult:
     """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
     from amlgpu.plan import run_program
+    from jobs.pipeline_render import composite_yaml
+    from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE, ResolvedComposite
     from jobs.render import job_yaml
     from jobs.resolved import RUN_TYPE, ResolvedRun
     from model import NAMESPACE
@@ -309,8 +311,13 @@ def plan_stack(
     plan = run_program(stack.name, stack.file, stack.root)
     runs = sorted((ResolvedRun.from_props(r.inputs) for r in plan.by_type(RUN_TYPE)), key=lambda r: r.name)
     # Job files land in <out>/jobs/: the renderer makes each `code` relative to that folder, as
-    # `az ml job create -f` resolves it.
-    job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
+    # `az ml job create -f` resolves it. A pipeline's steps (a sweep's trial) are written in its own file.
+    folder = out.resolve() / "jobs"
+    job_files = {run.name: job_yaml(run.spec, code_relative_to=folder, root=stack.root)
+                 for run in runs if run.part_of is None}
+    for composite in [*plan.by_type(PIPELINE_TYPE), *plan.by_type(SWEEP_TYPE)]:
+        job = ResolvedComposite.from_props(composite.inputs)
+        job_files[job.name] = composite_yaml(job.spec, code_relative_to=folder, root=stack.root)
     report = evaluate(
         [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
         stack_name=stack.name,

@@ -2,7 +2,7 @@
 Azure ML would give each process.
 
     amlgpu run-local JOB --stack NAME [--nodes N] [--procs-per-node M] [--timeout S]
-                         [--input NAME=PATH ...] [--tf-empty-ps]
+                         [--input NAME=PATH ...] [--tf-empty-ps] [--trials N]
 
 * pytorch: nodes x processes per node, each with MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK,
   RANK, LOCAL_RANK; a per-node launcher (torchrun) runs once per node and starts its own workers;
@@ -14,6 +14,10 @@ a fresh copy of its code folder; ${{outputs.x}} are folders under the printed wo
 lines are prefixed with the process they come from. When a process fails the others are stopped
 within seconds and the exit status is the failing process's; --timeout stops the run with 124,
 Ctrl-C with 130. Bad input exits 2 without starting anything.
+
+A pipeline runs its steps one after another, in the order of their bindings, each step's outputs the
+next one's input folders; a sweep runs one trial (--trials N: N trials) with parameters drawn from its
+search space. --nodes and --procs-per-node cap every step.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--tf-empty-ps", action="store_true",
                         help='tensorflow: put "ps": [] in TF_CONFIG as Azure ML does when there is no '
                              "parameter server")
+    parser.add_argument("--trials", type=_positive_int, default=1, metavar="N",
+                        help="a sweep: the trials to run, one after another (default 1)")
     parser.set_defaults(func=run)
 
 
@@ -92,7 +98,7 @@ def _parse_inputs(entries: list[str]) -> dict[str, str]:
 def find_run(stack: LoadedStack, name: str) -> tuple[int, Run]:
     """The declared run called ``name`` and its index under ``jobs``; unknown names list the known."""
     for index, declared in enumerate(stack.config.jobs):
-        if declared.name == name:
+        if declared.name == name and isinstance(declared, Run):
             return index, declared
     known = ", ".join(sorted(r.name for r in stack.config.jobs)) or "none declared"
     raise UserError(f"no run named {name!r}; runs in this stack: {known}", file=stack.file.display,
@@ -119,6 +125,10 @@ def _run(args: argparse.Namespace) -> int:
     from jobs.resolve import resolve_run
 
     stack = load_stack(args.stack)
+    if any(job.name == args.job for job in stack.config.composites):
+        from amlgpu.local_jobs import run_composite
+
+        return run_composite(args, stack)
     index, declared = find_run(stack, args.job)
     resolved = resolve_run(declared, stack.config, stack.root)
     request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,
@@ -158,7 +168,8 @@ def _header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, ti
     _say(f"  distribution  {dist_type}{style}: {prepared.topology.describe()}")
     _say(f"  declared      {prepared.topology.declared}")
     _say(f"  environment   {sys.executable} stands in for {resolved.spec['environment']}")
-    _say(f"  snapshot      {prepared.plan.cwd} ({prepared.snapshot_files} file(s) from {resolved.spec['code']})")
+    source = resolved.spec.get("code", "no code folder")
+    _say(f"  snapshot      {prepared.plan.cwd} ({prepared.snapshot_files} file(s) from {source})")
     _say(f"  command       {prepared.command}")
     for name, path in prepared.outputs.items():
         _say(f"  output {name:<6} {path}")

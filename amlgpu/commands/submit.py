@@ -1,4 +1,5 @@
-"""``amlgpu submit JOB --stack NAME``: send a declared run to the stack's workspace and follow it.
+"""``amlgpu submit JOB --stack NAME``: send a declared run, pipeline or sweep to the stack's workspace and
+follow it (a pipeline or sweep is sent as azure-ai-ml's ``load_job`` reads its job file).
 
 The workspace comes from the stack's outputs: ``pulumi stack output --json`` when the Pulumi CLI is
 installed, else the offline plan's ``build/<stack>/outputs.json`` (or ``--plan-dir``), whose
@@ -30,7 +31,7 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("job", metavar="JOB", help="the run's name in aml-gpu-training:jobs")
+    parser.add_argument("job", metavar="JOB", help="the run's (pipeline's, sweep's) name in aml-gpu-training:jobs")
     parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
     parser.add_argument("--dry-run", action="store_true", help="print the workspace and the job file; send nothing")
     parser.add_argument("--plan-dir", type=Path, help="take the workspace from this plan folder's outputs.json")

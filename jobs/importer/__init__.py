@@ -1,6 +1,8 @@
 """``amlgpu import``: existing Azure ML jobs as stack entries.
 
-Reads CLI v2 command job files (:mod:`jobs.importer.cliv2`) and SDK v1/v2 submission scripts
+Reads CLI v2 command job files (:mod:`jobs.importer.cliv2`), pipeline and sweep job files
+(:mod:`jobs.importer.pipeline`), SDK v1/v2 submission scripts and SDK v2 ``@pipeline`` functions
+(:mod:`jobs.importer.sdk_pipeline`)
 (:mod:`jobs.importer.sdk`, read with :mod:`ast`, never executed), maps what they name onto the stack
 (:mod:`jobs.importer.mapping`) and returns :class:`Draft` entries: each with the file and line it came
 from, the placeholders left where a value cannot be derived statically, and notes on what changed.
@@ -15,12 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from jobs.importer import cliv2, sdk
+from jobs.importer import cliv2, pipeline, sdk, sdk_pipeline
 from jobs.importer.base import Draft, ImportInputError, Placeholder, Source, contains_placeholder
 from jobs.importer.mapping import Context
 from model.config import build
 from model.errors import ConfigError
-from model.runs import Run
+from model.pipelines import JOB_ENTRY
 
 __all__ = ["Context", "Draft", "ImportInputError", "Placeholder", "import_files"]
 
@@ -44,9 +46,9 @@ def import_files(paths: list[Path], ctx: Context, *, name: str | None = None) ->
         if not path.is_file():
             raise ImportInputError("no such file", file=source.display)
         if cliv2.is_job_file(path):
-            drafts += cliv2.read(source, ctx)
+            drafts += pipeline.read(source, ctx) if pipeline.is_composite_file(source) else cliv2.read(source, ctx)
         elif sdk.is_script(path):
-            drafts += sdk.read(source, ctx)
+            drafts += sdk_pipeline.read(source, ctx) if sdk_pipeline.has_pipeline(path) else sdk.read(source, ctx)
         else:
             raise ImportInputError("not a job file (.yml/.yaml) or a Python script (.py)", file=source.display)
     if name is not None:
@@ -85,17 +87,18 @@ def _validate(drafts: list[Draft], ctx: Context) -> None:
     complete = [d for d in drafts if not any(p.in_value for p in d.placeholders) and not contains_placeholder(d.run)]
     for draft in complete:
         try:
-            Run.model_validate(draft.run)
+            JOB_ENTRY.validate_python(draft.run)
         except ValidationError as err:
             first = err.errors(include_url=False)[0]
             # pydantic's loc holds union tags (model names, distribution types) the user never wrote
             tags = ("pytorch", "mpi", "tensorflow")
-            where = ".".join(str(p) for p in first["loc"] if not str(p)[:1].isupper() and p not in tags)
+            path = [p for p in first["loc"] if not str(p)[:1].isupper() and p not in tags]
+            where = ".".join(str(p) for p in path)
             message = first["msg"].removeprefix("Value error, ")
             raise ImportInputError(
                 f"run {draft.run.get('name')!r}: {where + ': ' if where else ''}{message}"
                 " (the stack model refuses this as written)", file=draft.file,
-                line=draft.line_of(first["loc"][0] if first["loc"] else "")) from None
+                line=draft.line_of(path[0] if path else "")) from None
     if ctx.stack is None or not complete:
         return
     values, added = stack_values(ctx, complete)

@@ -88,7 +88,7 @@ def read(source: Source, ctx: Context) -> list[Draft]:
         raise ImportInputError(f"a component ({schema}), not a job: import the job that uses it",
                                file=source.display, line=_line_of(document, "$schema", 1))
     if kind != "command":
-        raise ImportInputError(f"a {kind} job, not a command job: import the command jobs it runs, one file each",
+        raise ImportInputError(f"a {kind} job: amlgpu imports command, pipeline and sweep jobs",
                                file=source.display, line=_line_of(document, "type", 1))
     if "command" not in document:
         raise ImportInputError("not a command job: no 'command' key (an Azure ML CLI v2 command job has one)",

@@ -21,18 +21,22 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from jobs.importer.base import Draft
 from model import NAMESPACE
+from model.pipelines import PipelineJob, SweepJob
 from model.runs import Run
 
 JOBS_KEY = f"{NAMESPACE}:jobs"
 ENVIRONMENTS_KEY = f"{NAMESPACE}:environments"
 
-_RUN_ORDER = list(Run.model_fields)
+_ORDERS = {kind: ["name", "type", *model.model_fields] for kind, model in (
+    ("command", Run), ("pipeline", PipelineJob), ("sweep", SweepJob))}
 
 
 def _ordered(run: dict[str, Any]) -> CommentedMap:
-    """A run with its keys in the run model's order (name first), nested values as plain YAML."""
+    """An entry with its keys in its model's order (name first, then a pipeline's or sweep's type), nested
+    values as plain YAML."""
+    order = _ORDERS.get(str(run.get("type", "command")), _ORDERS["command"])
     out = CommentedMap()
-    for key in sorted(run, key=lambda k: _RUN_ORDER.index(k) if k in _RUN_ORDER else len(_RUN_ORDER)):
+    for key in sorted(run, key=lambda k: order.index(k) if k in order else len(order)):
         out[key] = run[key]
     return out
 
