@@ -21,13 +21,14 @@ reports rather than this module hiding it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from infra import capabilities
+from infra import capabilities, cuda
 from infra.model import Cluster, Environment, environment_evidence, image_pinned, reference_version
 from infra.paths import resolve_inside
-from jobs import code_scan
+from jobs import code_scan, pyscan
 from jobs.launchers import PER_NODE_LAUNCHERS, command_scripts, infer_launcher, launcher_in_script
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
 from model import fabric
@@ -149,13 +150,25 @@ def _baked_fabric_settings(environment: Environment | InlineEnvironment, root: P
     return tuple((s.name, s.value, s.where, s.resolved) for s in fabric.from_dockerfile(text, context))
 
 
+def _cuda(named: str | None, bases: tuple[str, ...], *, as_is: bool) -> dict[str, Any]:
+    """The CUDA an environment's image (or, for a build, its ``FROM`` image) names. Certain only for an
+    image used as it is (``as_is``: no conda file on top) whose publisher's naming states its CUDA."""
+    for what, reference, usable in ((f"image {named}", named, as_is), *((f"build FROM {b}", b, False) for b in bases)):
+        found = cuda.image_cuda(reference) if reference else None
+        if found is not None:
+            return {"cuda": cuda.show(found.version), "cuda_from": what, "cuda_certain": found.certain and usable}
+    return {}
+
+
 def _facts(
     *, id: str, name: str | None, source: str, caps: capabilities.Capabilities, image: str | None,
-    bases: tuple[str, ...] = (), pinned: bool, fabric_settings: FabricSettings = (),
+    bases: tuple[str, ...] = (), pinned: bool, fabric_settings: FabricSettings = (), conda_file: bool = False,
 ) -> EnvironmentFacts:
+    named = image or (None if source in ("build", "inline") else id)
     return EnvironmentFacts(
         id=id, name=name, source=source, capabilities=tuple(sorted(caps.present)), pinned=pinned, image=image,
         absent=tuple(sorted(caps.absent)), bases=bases, fabric_settings=fabric_settings,
+        **_cuda(named, bases, as_is=image is not None and not conda_file),
     )
 
 
@@ -175,7 +188,8 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         label = env.image or f"build {env.build.path if env.build else ''}"
         return inline_environment(env), _facts(id=f"inline ({label})", name=None, source="inline", caps=caps,
                                                image=env.image, bases=bases, pinned=pinned,
-                                               fabric_settings=_baked_fabric_settings(env, root))
+                                               fabric_settings=_baked_fabric_settings(env, root),
+                                               conda_file=env.conda_file is not None)
     declared: Environment | None = config.environment(env) or next(
         (e for e in config.environments if e.asset_id == env), None
     )
@@ -185,7 +199,8 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         pinned = declared.is_pinned and all(image_pinned(b) for b in bases)
         return declared.asset_id, _facts(id=declared.asset_id, name=declared.name, source=source,
                                          caps=declared.evidence(root), image=declared.image, bases=bases,
-                                         pinned=pinned, fabric_settings=_baked_fabric_settings(declared, root))
+                                         pinned=pinned, fabric_settings=_baked_fabric_settings(declared, root),
+                                         conda_file=declared.conda_file is not None)
     return env, _facts(id=env, name=None, source="external", caps=capabilities.of_reference(env), image=None,
                        pinned=reference_version(env) is not None)
 
@@ -203,35 +218,77 @@ def _cluster_facts(cluster: Cluster) -> ClusterFacts:
         min_instances=cluster.min_instances,
         max_instances=cluster.max_instances,
         tier=cluster.tier,
+        gpu_model=sku.gpu_model,
     )
 
 
+@dataclass(frozen=True)
+class FolderFacts:
+    """What is read once per code folder, whatever runs use it."""
+
+    code_findings: tuple[str, ...] = ()
+    legacy_variables: tuple[str, ...] = ()
+
+
+def folder_facts(root: Path, folder: str | None) -> FolderFacts:
+    """The scans of a code folder (credentials, ``AZ_BATCHAI_*`` reads); nothing for a run without one."""
+    if folder is None:
+        return FolderFacts()
+    path = root / folder
+    return FolderFacts(code_scan.scan(path), pyscan.legacy_variable_reads(path, skip_dirs=code_scan.SKIPPED_DIRS))
+
+
+def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]]) -> tuple[tuple[str, ...],
+                                                                                          tuple[str, ...]]:
+    """(frameworks the Python scripts use, scripts read completely that join no process group)."""
+    if folder is None:
+        return (), ()
+    frameworks: set[str] = set()
+    alone: list[str] = []
+    for kind, script in scripts:
+        if kind != "python":
+            continue
+        reading = pyscan.process_group_use(root / folder, script)
+        frameworks |= reading.frameworks
+        if reading.opaque is None and not reading.frameworks and script not in alone:
+            alone.append(script)
+    return tuple(sorted(frameworks)), tuple(alone)
+
+
 def resolve_run(
-    run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None
+    run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None,
+    facts: FolderFacts | None = None,
 ) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
     by :class:`model.config.StackConfig`), with the facts the policy pack judges it by.
 
-    ``code_findings``: the scan of the run's code folder when the caller already has it (None: scan it).
+    ``facts``: the scans of the run's code folder when the caller already has them (None: scan it);
+    ``code_findings`` alone overrides the credential scan.
     """
     cluster = config.cluster(run.compute)
     launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
     folder = _code_path(run.code)
     missing: list[str] = []
+    present: list[tuple[str, str]] = []
     launcher_script = None
     for kind, script in command_scripts(run.command) if folder is not None else ():
         path = root / folder / script  # type: ignore[operator]
         if not path.is_file():
             missing.append(script)
-        elif kind == "shell" and launcher not in PER_NODE_LAUNCHERS and launcher_script is None:
+            continue
+        present.append((kind, script))
+        if kind == "shell" and launcher not in PER_NODE_LAUNCHERS and launcher_script is None:
             text = path.read_text(encoding="utf-8", errors="replace")
             found = launcher_in_script(text, run.environment_variables, cluster.sku.gpus)
             if found is not None:
                 (launcher, nproc), launcher_script = found, script
     environment_id, environment = _environment(run, config, root)
     spec = _spec(run, config, launcher, environment_id)
-    if code_findings is None:
-        code_findings = code_scan.scan(root / folder) if folder is not None else ()
+    if facts is None:
+        facts = folder_facts(root, folder)
+    if code_findings is not None:
+        facts = replace(facts, code_findings=code_findings)
+    frameworks, alone = _script_facts(root, folder, present)
     return ResolvedRun(
         name=run.name,
         spec=spec,
@@ -239,10 +296,13 @@ def resolve_run(
         launcher_nproc_per_node=nproc,
         cluster=_cluster_facts(cluster),
         environment=environment,
-        code_findings=code_findings,
+        code_findings=facts.code_findings,
         defaults=project_defaults(run, spec),
         missing_scripts=tuple(missing),
         launcher_script=launcher_script,
+        legacy_variables=facts.legacy_variables,
+        script_frameworks=frameworks,
+        scripts_without_process_group=alone,
     )
 
 
@@ -266,11 +326,11 @@ def resolve_all(config: StackConfig, root: Path) -> list[ResolvedRun]:
     """Every run the stack declares, resolved, sorted by name."""
     # Runs mostly share a few code folders: scan each folder once, not once per run (a 1000-run stack
     # read the same files 1000 times).
-    scans: dict[str | None, tuple[str, ...]] = {None: ()}
+    scans: dict[str | None, FolderFacts] = {}
     resolved = []
     for run in sorted(config.jobs, key=lambda r: r.name):
         folder = _code_path(run.code)
         if folder not in scans:
-            scans[folder] = code_scan.scan(root / folder)  # type: ignore[operator]
-        resolved.append(resolve_run(run, config, root, code_findings=scans[folder]))
+            scans[folder] = folder_facts(root, folder)
+        resolved.append(resolve_run(run, config, root, facts=scans[folder]))
     return resolved

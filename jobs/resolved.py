@@ -27,6 +27,8 @@ class ClusterFacts:
     min_instances: int
     max_instances: int
     tier: str
+    gpu_model: str = ""
+    """The catalogue's GPU model (``A100``, ``H100 SXM``): its CUDA architecture is in :mod:`infra.cuda`."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,14 @@ class EnvironmentFacts:
     fabric_settings: tuple[tuple[str, str, str, bool], ...] = ()
     """Interconnect variables the image bakes in (a build context's Dockerfile ``ENV`` and the
     ``/etc/nccl.conf`` it writes): (name, value, where, resolved), see :mod:`model.fabric`."""
+    cuda: str | None = None
+    """The CUDA release the image's name states (``11.8``, or ``11`` when only the major is named), see
+    :func:`infra.cuda.image_cuda`; None when no name says."""
+    cuda_from: str = ""
+    """Where :attr:`cuda` was read (``image nvidia/cuda:10.2-...``, ``environment name ...``)."""
+    cuda_certain: bool = False
+    """The image runs as named (no conda file or build on top, the command installs nothing) and its
+    publisher's naming states its CUDA: a verdict from :attr:`cuda` is a fact, not a hint."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,12 @@ class ResolvedRun:
     """Scripts the command runs that are not in the code folder (e.g. a git submodule not checked out)."""
     launcher_script: str | None = None
     """The code folder's shell script that starts :attr:`launcher`, when the command does not show it."""
+    legacy_variables: tuple[str, ...] = field(default=())
+    """``path:line NAME`` where the code folder reads ``AZ_BATCHAI_*`` variables (:mod:`jobs.pyscan`)."""
+    script_frameworks: tuple[str, ...] = field(default=())
+    """Distributed frameworks the command's Python scripts (and the code-folder modules they import) use."""
+    scripts_without_process_group: tuple[str, ...] = field(default=())
+    """Python scripts the command starts that were read completely and join no process group."""
 
     @property
     def instance_count(self) -> int:
@@ -96,7 +112,7 @@ class ResolvedRun:
         props = asdict(self)
         for key in ("capabilities", "absent", "bases"):
             props["environment"][key] = list(getattr(self.environment, key))
-        for key in ("code_findings", "defaults", "missing_scripts"):
+        for key in _STRING_TUPLES:
             props[key] = list(getattr(self, key))
         props["environment"]["fabric_settings"] = [list(s) for s in self.environment.fabric_settings]
         return props
@@ -117,11 +133,14 @@ class ResolvedRun:
             launcher_nproc_per_node=None if nproc is None else int(nproc),
             cluster=ClusterFacts(**cluster),
             environment=EnvironmentFacts(**env),
-            code_findings=tuple(props.get("code_findings") or ()),
-            defaults=tuple(props.get("defaults") or ()),
-            missing_scripts=tuple(props.get("missing_scripts") or ()),
             launcher_script=props.get("launcher_script"),
+            **{key: tuple(props.get(key) or ()) for key in _STRING_TUPLES},
         )
+
+
+_STRING_TUPLES = ("code_findings", "defaults", "missing_scripts", "legacy_variables", "script_frameworks",
+                  "scripts_without_process_group")
+"""Facts of a run that are tuples of strings (lists on the wire)."""
 
 
 def _restore_ints(value: Any) -> Any:

@@ -10,9 +10,21 @@ from types import MappingProxyType
 
 from policies.properties import table_rules
 from policies.rule import Rule
-from policies.rules import budgets, compute, environments, fabric, hardening, network, runs, storage, workspace
+from policies.rules import (
+    budgets,
+    compute,
+    environments,
+    fabric,
+    hardening,
+    launch,
+    network,
+    runs,
+    runtime,
+    storage,
+    workspace,
+)
 
-FAMILIES = (workspace, storage, network, compute, environments, runs, fabric, hardening, budgets)
+FAMILIES = (workspace, storage, network, compute, environments, runs, launch, runtime, fabric, hardening, budgets)
 """Family modules, in the order listings and docs show them."""
 
 
