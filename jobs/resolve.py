@@ -29,7 +29,7 @@ from infra import capabilities, cuda
 from infra.model import Cluster, Environment, environment_evidence, image_pinned, reference_version
 from infra.paths import resolve_inside
 from jobs import code_scan, pyscan
-from jobs.launchers import PER_NODE_LAUNCHERS, command_scripts, infer_launcher, launcher_in_script
+from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher, read_command
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
 from model import fabric
 from model.config import StackConfig
@@ -266,23 +266,25 @@ def resolve_run(
     ``code_findings`` alone overrides the credential scan.
     """
     cluster = config.cluster(run.compute)
-    launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
     folder = _code_path(run.code)
+    code = root / folder if folder is not None else None
+    reading = read_command(run.command, run=run, code=code, gpus_per_node=cluster.sku.gpus)
+    launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus, reading=reading)
+    launcher_script = reading.launcher_script if launcher in PER_NODE_LAUNCHERS else None
     missing: list[str] = []
     present: list[tuple[str, str]] = []
-    launcher_script = None
-    for kind, script in command_scripts(run.command) if folder is not None else ():
-        path = root / folder / script  # type: ignore[operator]
-        if not path.is_file():
-            missing.append(script)
-            continue
-        present.append((kind, script))
-        if kind == "shell" and launcher not in PER_NODE_LAUNCHERS and launcher_script is None:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            found = launcher_in_script(text, run.environment_variables, cluster.sku.gpus)
-            if found is not None:
-                (launcher, nproc), launcher_script = found, script
+    for ref in reading.scripts:
+        if code is None:
+            break
+        if ref.cwd != "." and not (code / ref.cwd).is_dir():
+            continue  # `cd` into a folder made at run time (git clone ... && cd repo): unknown, not missing
+        if (code / ref.path).is_file():
+            present.append((ref.kind, ref.path))
+        elif ref.path not in missing:
+            missing.append(ref.path)
     environment_id, environment = _environment(run, config, root)
+    if environment.cuda_certain and reading.installs_packages():
+        environment = replace(environment, cuda_certain=False)  # what it installs may bring its own CUDA
     spec = _spec(run, config, launcher, environment_id)
     if facts is None:
         facts = folder_facts(root, folder)
@@ -303,6 +305,8 @@ def resolve_run(
         legacy_variables=facts.legacy_variables,
         script_frameworks=frameworks,
         scripts_without_process_group=alone,
+        launches=reading.launches,
+        launch_unknowns=reading.unknown,
     )
 
 

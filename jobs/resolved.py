@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from jobs.topology import Launch
+
 RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
 """The Pulumi type token of the component that carries a resolved run."""
 
@@ -91,6 +93,11 @@ class ResolvedRun:
     """Distributed frameworks the command's Python scripts (and the code-folder modules they import) use."""
     scripts_without_process_group: tuple[str, ...] = field(default=())
     """Python scripts the command starts that were read completely and join no process group."""
+    launches: tuple[Launch, ...] = field(default=())
+    """Every launcher the command (or a shell script of its code folder) starts, read by :mod:`jobs.topology`."""
+    launch_unknowns: tuple[str, ...] = field(default=())
+    """What in the command could not be followed and may start processes (``eval``, ``source``, a script
+    outside the code folder)."""
 
     @property
     def instance_count(self) -> int:
@@ -114,6 +121,7 @@ class ResolvedRun:
             props["environment"][key] = list(getattr(self.environment, key))
         for key in _STRING_TUPLES:
             props[key] = list(getattr(self, key))
+        props["launches"] = [launch.to_props() for launch in self.launches]
         props["environment"]["fabric_settings"] = [list(s) for s in self.environment.fabric_settings]
         return props
 
@@ -134,12 +142,13 @@ class ResolvedRun:
             cluster=ClusterFacts(**cluster),
             environment=EnvironmentFacts(**env),
             launcher_script=props.get("launcher_script"),
+            launches=tuple(Launch.from_props(launch) for launch in props.get("launches") or ()),
             **{key: tuple(props.get(key) or ()) for key in _STRING_TUPLES},
         )
 
 
 _STRING_TUPLES = ("code_findings", "defaults", "missing_scripts", "legacy_variables", "script_frameworks",
-                  "scripts_without_process_group")
+                  "scripts_without_process_group", "launch_unknowns")
 """Facts of a run that are tuples of strings (lists on the wire)."""
 
 

@@ -112,6 +112,14 @@ def without_capability(run: str, capability: str, *, known: bool = True) -> Muta
     return mutate
 
 
+def launch_setting(run: str, **fields: Any) -> Mutation:
+    """Change the first launch a run's command starts (its :class:`jobs.topology.Launch` props)."""
+    def mutate(b: Baseline) -> None:
+        b.run(run)["launches"][0].update(fields)
+
+    return mutate
+
+
 def every_run(key: str, value: Any) -> Mutation:
     """Set a fact of every run (the baseline's synthetic code folder lacks its scripts, say)."""
     def mutate(b: Baseline) -> None:
@@ -406,6 +414,14 @@ CASES = [
     Case("run-legacy-batchai-variables",
          run_setting("ddp-per-process", "legacy_variables", ["train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"]),
          "ddp-per-process", "reads Batch AI variables: train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"),
+    Case("run-launcher-node-count", launch_setting("torchrun-per-node", nodes=[4, 4], nodes_from="--nnodes 4"),
+         "torchrun-per-node", "waits for 4 node(s) (--nnodes 4); the run has 2 (resources.instance_count)"),
+    Case("run-launcher-rendezvous",
+         launch_setting("torchrun-per-node", rendezvous="each node alone", rendezvous_from="--standalone"),
+         "torchrun-per-node", "--standalone: each node waits on its own localhost for 2 node(s) that never come"),
+    Case("run-launch-topology-unknown",
+         launch_setting("torchrun-per-node", unknown=["--nnodes $N: the nodes it waits for: `$N` is only known"]),
+         "torchrun-per-node", "cannot tell: `torchrun --nproc_per_node 8 --nnodes 2"),
     Case("run-cluster-matches-plan", run_setting("ddp-per-process", "cluster.max_instances", 4), "ddp-per-process",
          "resolved against max nodes 4"),
     Case("run-environment-matches-plan", run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch:2"),

@@ -256,6 +256,6 @@ def test_the_importer_and_the_gate_agree_on_parameter_servers(tmp_path: Path) ->
               if k.startswith(f"{NS}:")}
     values["jobs"] = [draft.run]
     values["environments"] = [*values.get("environments", []), *draft.environments]
-    config = build(values, location="westeurope", file="Pulumi.test.yaml", root=import_project)
-    run = resolve_run(config.jobs[0], config, import_project)
+    planned = build(values, location="westeurope", file="Pulumi.test.yaml", root=import_project)
+    run = resolve_run(planned.jobs[0], planned, import_project)
     assert _check(runs.run_tensorflow_task_count, run) == []
