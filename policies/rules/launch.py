@@ -100,7 +100,7 @@ def _nodes(launch: Launch) -> str:
 @run_rule(
     id="run-launcher-node-count",
     title="A launcher waits for the nodes the run has",
-    severity="critical",
+    severity="high",
     enforcement="mandatory",
     rationale="Azure ML starts the run on resources.instance_count nodes. A launcher told another node count "
     "(torchrun or torch.distributed.launch --nnodes, accelerate --num_machines, deepspeed --num_nodes, "
@@ -133,7 +133,7 @@ def run_launcher_node_count(run: ResolvedRun) -> list[str]:
 @run_rule(
     id="run-launcher-rendezvous",
     title="A launcher on several nodes meets the other nodes",
-    severity="critical",
+    severity="high",
     enforcement="mandatory",
     rationale="Started on every node, a launcher must be told where node 0 is and which node it runs on. Without "
     "that each node holds its own rendezvous on localhost: torchrun without --master_addr/--rdzv_endpoint "
@@ -197,3 +197,8 @@ def run_launch_topology_unknown(run: ResolvedRun) -> list[str]:
             "nodes; the command must, and must start the launch on one node only" for launch in run.launches
             if launch.rendezvous == "over SSH"]
     return out + list(run.launch_unknowns)
+
+
+TOPOLOGY_RULES = (run_launcher_node_count, run_launcher_rendezvous)
+"""The mandatory launch-topology rules: a launch they block would hang or split on Azure ML, and ``amlgpu
+run-local`` refuses to start it (it never rewrites a launch into one that works)."""
