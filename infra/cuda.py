@@ -56,8 +56,14 @@ def show(version: Version) -> str:
 
 
 @functools.cache
-def _by_model() -> dict[str, Architecture]:
+def _table() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+    return data
+
+
+@functools.cache
+def _by_model() -> dict[str, Architecture]:
+    data = _table()
     out: dict[str, Architecture] = {}
     for row in data["gpus"]:
         arch = Architecture(row["architecture"], str(row["capability"]), _version(str(row["minimum"])),
@@ -84,11 +90,14 @@ class ImageCuda:
     version: Version
     certain: bool
     """The publisher's naming states the image's CUDA (see the module docstring); False for a hint."""
+    at_most: bool = False
+    """:attr:`version` is an upper bound: the newest CUDA the PyTorch release the name says was built for."""
 
 
 _NVIDIA_CUDA = re.compile(r"^(?:[\w.-]+/)?(?:nvidia/)?cuda:(?P<v>\d+\.\d+)", re.I)
 _STATED = re.compile(r"^(?:mcr\.microsoft\.com/)?azureml/openmpi[\d.]+-cuda(?P<v>\d+(?:\.\d+)?)-"
                      r"|^(?:docker\.io/)?pytorch/pytorch:[\d.]+-cuda(?P<t>\d+(?:\.\d+)?)-", re.I)
+_TORCH = re.compile(r"(?<![a-z])pytorch[-_]?(?P<major>1)\.(?P<minor>\d+)(?![\d])", re.I)
 _HINT = re.compile(r"(?<![a-z])cu(?:da)?[-_]?(?P<v>\d{2,3}(?:\.\d+)?|\d+\.\d+|\d{2})(?![\d.])", re.I)
 
 
@@ -107,6 +116,10 @@ def image_cuda(reference: str) -> ImageCuda | None:
         elif "." not in text and not text.startswith("1"):  # cu92 -> 9.2 (cuda11, cu12: the major only)
             text = f"{text[0]}.{text[1]}"
         return ImageCuda(_version(text), False)
+    if m := _TORCH.search(ref.rsplit("/", 1)[-1] if "://" not in ref else ref):
+        newest = _table()["torch_newest_cuda"].get(f"{m.group('major')}.{m.group('minor')}")
+        if newest is not None:
+            return ImageCuda(_version(str(newest)), False, at_most=True)
     return None
 
 

@@ -107,6 +107,21 @@ class CommandReading:
     launcher_script: str | None = None
     """The code folder's shell script that starts the first per-node launcher, when the command does not."""
 
+    def variables_read(self, prefix: str) -> tuple[str, ...]:
+        """``where NAME`` for each variable named ``prefix...`` a command's words read with no default
+        (``${NAME:-x}`` has one), in order: ``the command $AZ_BATCHAI_MPI_MASTER_NODE``."""
+        found: list[str] = []
+        for command in self.commands:
+            where, _ = _where(command)
+            for word in command.words:
+                for name in word.variables:
+                    if not name.startswith(prefix) or f"${{{name}:-" in word.raw or f"${{{name}-" in word.raw:
+                        continue
+                    entry = f"{where} ${name}"
+                    if entry not in found:
+                        found.append(entry)
+        return tuple(found)
+
     def installs_packages(self) -> bool:
         """Whether the command installs packages (``pip install``, ``conda install``, ``apt-get install``)."""
         for command in self.commands:

@@ -156,7 +156,8 @@ def _cuda(named: str | None, bases: tuple[str, ...], *, as_is: bool) -> dict[str
     for what, reference, usable in ((f"image {named}", named, as_is), *((f"build FROM {b}", b, False) for b in bases)):
         found = cuda.image_cuda(reference) if reference else None
         if found is not None:
-            return {"cuda": cuda.show(found.version), "cuda_from": what, "cuda_certain": found.certain and usable}
+            return {"cuda": cuda.show(found.version), "cuda_from": what, "cuda_certain": found.certain and usable,
+                    "cuda_at_most": found.at_most}
     return {}
 
 
@@ -302,7 +303,7 @@ def resolve_run(
         defaults=project_defaults(run, spec),
         missing_scripts=tuple(missing),
         launcher_script=launcher_script,
-        legacy_variables=facts.legacy_variables,
+        legacy_variables=(*reading.variables_read(pyscan.LEGACY_PREFIX), *facts.legacy_variables),
         script_frameworks=frameworks,
         scripts_without_process_group=alone,
         launches=reading.launches,

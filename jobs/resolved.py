@@ -63,6 +63,8 @@ class EnvironmentFacts:
     :func:`infra.cuda.image_cuda`; None when no name says."""
     cuda_from: str = ""
     """Where :attr:`cuda` was read (``image nvidia/cuda:10.2-...``, ``environment name ...``)."""
+    cuda_at_most: bool = False
+    """:attr:`cuda` is an upper bound (the newest CUDA of the PyTorch release the name says)."""
     cuda_certain: bool = False
     """The image runs as named (no conda file or build on top, the command installs nothing) and its
     publisher's naming states its CUDA: a verdict from :attr:`cuda` is a fact, not a hint."""

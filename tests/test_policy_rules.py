@@ -413,7 +413,7 @@ CASES = [
          "another registry to commonruntimedev.azurecr.io"),
     Case("run-legacy-batchai-variables",
          run_setting("ddp-per-process", "legacy_variables", ["train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"]),
-         "ddp-per-process", "reads Batch AI variables: train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"),
+         "ddp-per-process", "the current runtime does not set: train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"),
     Case("run-launcher-node-count", launch_setting("torchrun-per-node", nodes=[4, 4], nodes_from="--nnodes 4"),
          "torchrun-per-node", "waits for 4 node(s) (--nnodes 4); the run has 2 (resources.instance_count)"),
     Case("run-launcher-rendezvous",

@@ -65,7 +65,7 @@ def test_every_nvidia_size_of_the_catalogue_has_an_architecture() -> None:
     ("azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/versions/18", (12, 1), False),
     ("azureml:AzureML-tensorflow-2.12-cuda11@latest", (11,), False),
     ("myacr.azurecr.io/team/train:torch2.1-cu118", (11, 8), False),
-    ("azureml:AzureML-PyTorch-1.6-GPU:3", None, None),
+    ("azureml:AzureML-Minimal:3", None, None),
     ("nvcr.io/nvidia/pytorch:24.05-py3", None, None),
 ])
 def test_an_images_cuda_is_read_from_its_name(reference: str, version: tuple[int, ...] | None,
@@ -97,7 +97,9 @@ def test_which_cuda_drives_which_gpu(model: str, version: tuple[int, ...], verdi
     # a curated environment's name: a hint only
     ("azureml:AzureML-pytorch-1.6-ubuntu18.04-py37-cuda10.1-gpu:3", False, True),
     ("azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest", False, False),
-    ("azureml:AzureML-PyTorch-1.6-GPU:3", False, False),  # the name says no CUDA: nothing to judge
+    # SDK v1's curated PyTorch 1.6 environment: PyTorch built 1.6 for CUDA 10.2 at most
+    ("azureml:AzureML-PyTorch-1.6-GPU:3", False, True),
+    ("azureml:AzureML-PyTorch-1.10-GPU:3", False, False),  # 11.3 at most, and A100 needs 11.0: cannot tell
 ])
 def test_an_image_too_old_for_the_gpu_is_blocked_only_when_certain(root: Path, environment: Any, mandatory: bool,
                                                                    advisory: bool) -> None:
@@ -140,6 +142,11 @@ def test_batchai_reads_without_a_fallback_are_reported_with_file_and_line(root: 
     assert run.legacy_variables == ("fallback.py:5 AZ_BATCHAI_NUM_GPUS", "old.py:2 AZ_BATCHAI_MPI_MASTER_NODE")
     assert "old.py:2 AZ_BATCHAI_MPI_MASTER_NODE" in _check(runtime.run_legacy_batchai_variables, run)[0]
     assert pyscan.legacy_variable_reads(ROOT / "jobs" / "workloads") == ()  # the shipped ones fall back
+    (root / "src" / "start.sh").write_text('MASTER=${AZ_BATCHAI_MPI_MASTER_NODE:-localhost}\n'
+                                           'python train.py --master "$AZ_BATCHAI_JOB_MOUNT_ROOT"\n')
+    run = _run(root, command="python train.py --world $AZ_BATCHAI_NUM_NODES && bash start.sh")
+    assert run.legacy_variables[:2] == ("the command $AZ_BATCHAI_NUM_NODES",
+                                        "start.sh line 2 $AZ_BATCHAI_JOB_MOUNT_ROOT")
 
 
 # ------------------------------------------------------------------ scripts that never join a process group

@@ -26,11 +26,16 @@ def _cuda_verdict(run: ResolvedRun) -> str | None:
     if env.cuda is None or arch is None:
         return None
     version = tuple(int(part) for part in env.cuda.split("."))
-    if cuda.supports(arch, version) is not False:
+    if env.cuda_at_most:  # an upper bound: only "too old" can be told
+        if version >= arch.minimum:
+            return None
+    elif cuda.supports(arch, version) is not False:
         return None
     gpu = f"{run.cluster.size} ({run.cluster.gpu_model}, {arch.name} {arch.sm})"
     if version < arch.minimum:
-        return (f"{env.cuda_from} is CUDA {env.cuda}; {gpu} needs CUDA {cuda.show(arch.minimum)} or later: "
+        said = (f"names a PyTorch release built for CUDA {env.cuda} at most" if env.cuda_at_most
+                else f"is CUDA {env.cuda}")
+        return (f"{env.cuda_from} {said}; {gpu} needs CUDA {cuda.show(arch.minimum)} or later: "
                 "its libraries and framework builds carry no code for the GPU")
     assert arch.below is not None
     return (f"{env.cuda_from} is CUDA {env.cuda}; CUDA {cuda.show(arch.below)} dropped {arch.name} ({arch.sm}), "
@@ -148,7 +153,8 @@ def run_runtime_override(run: ResolvedRun) -> list[str]:
     title="Run code does not read Batch AI variables (AZ_BATCHAI_*)",
     severity="medium",
     enforcement="advisory",
-    rationale="AZ_BATCHAI_* variables (AZ_BATCHAI_MPI_MASTER_NODE...) are the names of Azure Batch AI, Azure ML's "
+    rationale="AZ_BATCHAI_* variables (AZ_BATCHAI_MPI_MASTER_NODE...), read in the command, its shell scripts or "
+    "the code folder's Python, are the names of Azure Batch AI, Azure ML's "
     "predecessor; the current runtime sets AZ_BATCH_MASTER_NODE and, per distribution, MASTER_ADDR/NODE_RANK "
     "or OMPI_COMM_WORLD_*. Code that reads the old names fails with KeyError or falls back to a single node "
     "(Azure/azure-sdk-for-python#20285: 'AZ_BATCHAI_MPI_MASTER_NODE key error' in Azure's own Lightning "
@@ -158,11 +164,11 @@ def run_runtime_override(run: ResolvedRun) -> list[str]:
     remediation="Read AZ_BATCH_MASTER_NODE (distribution mpi) or MASTER_ADDR / MASTER_PORT / NODE_RANK "
     "(distribution pytorch) instead (see docs/jobs.md, 'What each process sees').",
     reference="https://github.com/Azure/azure-sdk-for-python/issues/20285",
-    config_key=("code",),
+    config_key=("command",),
 )
 def run_legacy_batchai_variables(run: ResolvedRun) -> list[str]:
     if not run.legacy_variables:
         return []
     shown = ", ".join(run.legacy_variables[:5])
     more = f" and {len(run.legacy_variables) - 5} more" if len(run.legacy_variables) > 5 else ""
-    return [f"code folder {run.spec.get('code', '.')!r} reads Batch AI variables: {shown}{more}"]
+    return [f"the run reads Batch AI variables the current runtime does not set: {shown}{more}"]
