@@ -200,12 +200,8 @@ class _Options:
     rest: tuple[shell.Word, ...]
     """The script and its arguments."""
     unknown: tuple[str, ...] = ()
-
-    @property
-    def hidden(self) -> bool:
-        """Some options are only known at run time (``$EXTRA_ARGS``): any of them may set or override any flag,
-        so nothing is known of the launch."""
-        return bool(self.unknown)
+    """Words among the options only known at run time (``$EXTRA_ARGS``): any of them may set or override any
+    flag, so nothing is known of such a launch (:func:`read_launch`)."""
 
     def get(self, *names: str) -> shell.Word | None:
         for name in names:
@@ -215,6 +211,10 @@ class _Options:
 
     def has(self, *names: str) -> bool:
         return any(name in self.flags for name in names)
+
+
+_HIDDEN = " before the script is only known at run time"
+"""How :func:`_options` says that some options are hidden in a word only known at run time."""
 
 
 def _key(option: str) -> str:
@@ -244,7 +244,7 @@ def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans
                 i += 1
                 continue
             # A word only known at run time: one option, several, or the script (`$LAUNCHER_ARGS`).
-            unknown.append(f"`{word.raw}` before the script is only known at run time")
+            unknown.append(f"`{word.raw}`{_HIDDEN}")
             i += 1
             continue
         if stop(text):
@@ -395,9 +395,7 @@ def _with_pet(opts: _Options, environ: shell.Environ) -> _Options:
 
 
 def _torchrun(launcher: str, opts: _Options, where: str, contract: Contract) -> Launch:
-    if opts.hidden:
-        return _hidden(launcher, opts, where)
-    unknown: list[str] = []
+    unknown = list(opts.unknown)
     nnodes = opts.get("--nnodes")
     nodes: tuple[int, int] | None
     if nnodes is None:
@@ -450,9 +448,7 @@ def _torchrun(launcher: str, opts: _Options, where: str, contract: Contract) -> 
 
 
 def _accelerate(opts: _Options, where: str, contract: Contract) -> Launch:
-    if opts.hidden:
-        return _hidden(ACCELERATE, opts, where)
-    unknown: list[str] = []
+    unknown = list(opts.unknown)
     machines_word = opts.get("--num_machines")
     config = opts.get("--config_file")
     total = _count(opts.get("--num_processes"))
@@ -494,9 +490,7 @@ def _accelerate(opts: _Options, where: str, contract: Contract) -> Launch:
 
 
 def _deepspeed(opts: _Options, where: str, contract: Contract) -> Launch:
-    if opts.hidden:
-        return _hidden(DEEPSPEED, opts, where)
-    unknown: list[str] = []
+    unknown = list(opts.unknown)
     shown = _shorten(opts.words)
     procs = _count(opts.get("--num_gpus", "--num_accelerators"))
     num_nodes_word = opts.get("--num_nodes")
@@ -519,9 +513,7 @@ def _deepspeed(opts: _Options, where: str, contract: Contract) -> Launch:
 
 
 def _fabric(opts: _Options, where: str, contract: Contract) -> Launch:
-    if opts.hidden:
-        return _hidden(LIGHTNING, opts, where)
-    unknown: list[str] = []
+    unknown = list(opts.unknown)
     word = opts.get("--num_nodes")
     nodes: tuple[int, int] | None = (1, 1)
     nodes_from = "no --num-nodes (1)"
@@ -622,13 +614,17 @@ def _python_module(args: Sequence[shell.Word]) -> tuple[str | None, int]:
     return None, i
 
 
-def _hidden(launcher: str, opts: _Options, where: str) -> Launch:
-    """A launch whose options are partly only known at run time: nothing of it is known."""
-    return Launch(launcher, _shorten(opts.words), where, None, "", "unknown", "", "unknown", "", None, opts.unknown)
-
-
 def read_launch(command: shell.Command, contract: Contract, *, where: str = "the command") -> Launch | None:
-    """The launcher ``command`` starts, read with its own flags' meaning; None when it starts none."""
+    """The launcher ``command`` starts, read with its own flags' meaning; None when it starts none. A launch
+    with options only known at run time (``torchrun $ARGS train.py``) is known to be one, nothing more."""
+    launch = _read_launch(command, contract, where)
+    if launch is not None and launch.launcher != MPIRUN and any(_HIDDEN in why for why in launch.unknown):
+        return Launch(launch.launcher, launch.shown, where, None, "", "unknown", "", "unknown", "", None,
+                      launch.unknown)
+    return launch
+
+
+def _read_launch(command: shell.Command, contract: Contract, where: str) -> Launch | None:
     argv = command.argv
     if not argv:
         return None

@@ -19,7 +19,8 @@ from model.config import build
 from model.project import load_stack
 from policies.rules import launch, runs, runtime
 from tests.conftest import NS, ROOT, dev_config, make_project
-from tests.test_jobs_resolve import declared, stack
+from tests.test_jobs_resolve import resolve_one as _run
+from tests.test_policy_precision import _check
 
 
 @pytest.fixture
@@ -35,15 +36,6 @@ def root(tmp_path: Path) -> Path:
     (src / "fit.py").write_text("from lightning import Trainer\nTrainer(devices=8).fit(None)\n")
     (src / "old.py").write_text("import os\nmaster = os.environ['AZ_BATCHAI_MPI_MASTER_NODE']\n")
     return tmp_path
-
-
-def _run(root: Path, **fields: Any) -> Any:
-    config = stack(root, [declared(**fields)])
-    return resolve_run(config.jobs[0], config, root)
-
-
-def _check(rule: Any, run: Any) -> list[str]:
-    return list(rule.check(run, **rule.parameters))
 
 
 # ------------------------------------------------------------------ CUDA against the GPU
