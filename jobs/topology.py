@@ -320,6 +320,15 @@ def _host(word: shell.Word, contract: Contract) -> tuple[Rendezvous, str | None]
     return "unknown", _why_unknown(word, contract)
 
 
+def _address(word: shell.Word | None, flag: str, contract: Contract, *,
+             absent: tuple[Rendezvous, str]) -> tuple[Rendezvous, str, str | None]:
+    """(rendezvous, how it was read, why unknown) of an address flag; ``absent``: what its default means."""
+    if word is None:
+        return absent[0], absent[1], None
+    rendezvous, why = _host(word, contract)
+    return rendezvous, _written(flag, word), why
+
+
 def _master(contract: Contract) -> str:
     return {"mpi": "$AZ_BATCH_MASTER_NODE"}.get(contract.distribution, "$MASTER_ADDR")
 
@@ -471,13 +480,8 @@ def _accelerate(opts: _Options, where: str, contract: Contract) -> Launch:
         return Launch(ACCELERATE, shown, where, (machines, machines), nodes_from, "over SSH",
                       "--use_deepspeed on several machines (DeepSpeed's pdsh launcher, from a hostfile)",
                       "not needed", "", procs, tuple(unknown))
-    address = opts.get("--main_process_ip")
-    if address is None:
-        rendezvous: Rendezvous = "missing"
-        how, why = "no --main_process_ip", None
-    else:
-        rendezvous, why = _host(address, contract)
-        how = _written("--main_process_ip", address)
+    rendezvous, how, why = _address(opts.get("--main_process_ip"), "--main_process_ip", contract,
+                                    absent=("missing", "no --main_process_ip"))
     rank_word = opts.get("--machine_rank")
     if rank_word is None:
         rank: NodeRank = "missing"
@@ -522,13 +526,8 @@ def _fabric(opts: _Options, where: str, contract: Contract) -> Launch:
         nodes, nodes_from = ((count, count) if count is not None else None), _written("--num-nodes", word)
         if count is None:
             unknown.append(f"{nodes_from}: {_why_unknown(word, contract)}")
-    address = opts.get("--main_address")
-    if address is None:
-        rendezvous: Rendezvous = "each node alone"
-        how, why = "no --main-address (127.0.0.1)", None
-    else:
-        rendezvous, why = _host(address, contract)
-        how = _written("--main-address", address)
+    rendezvous, how, why = _address(opts.get("--main_address"), "--main-address", contract,
+                                    absent=("each node alone", "no --main-address (127.0.0.1)"))
     rank, rank_from, rank_why = _rank(opts.get("--node_rank"), "--node-rank", "0", contract)
     unknown.extend(reason for reason in (why, rank_why) if reason)
     return Launch(LIGHTNING, _shorten(opts.words), where, nodes, nodes_from, rendezvous, how, rank, rank_from,
