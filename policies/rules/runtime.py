@@ -49,9 +49,11 @@ def _cuda_verdict(run: ResolvedRun) -> str | None:
     enforcement="mandatory",
     rationale="Each GPU architecture needs a CUDA release that knows it: Ampere (A100, sm_80) from CUDA 11.0, "
     "Hopper (H100, H200, sm_90) from 11.8, Blackwell (GB200, B300) from 12.8; CUDA 13.0 dropped Volta (V100). "
-    "Libraries and framework builds made for an older CUDA carry no code for a newer GPU: PyTorch stops with "
-    "'... with CUDA capability sm_90 is not compatible with the current PyTorch installation', kernels fail "
-    "with 'no kernel image is available for execution on the device', after every node has started. Judged "
+    "Code built with an older CUDA runs on a newer GPU only from PTX compiled at start-up (NVIDIA's "
+    "compatibility guides); the libraries and framework builds of those CUDA releases carry kernels for the GPUs "
+    "of their time (cuDNN's support matrix; PyTorch stops with '... with CUDA capability sm_90 is not compatible "
+    "with the current PyTorch installation', kernels fail with 'no kernel image is available for execution on "
+    "the device'), after every node has started. Judged "
     "only when it is certain: the image's publisher states its CUDA in its name (nvidia/cuda, Azure ML's "
     "openmpi*-cuda* bases, pytorch/pytorch) and the image runs as it is (no conda file on top, no build). "
     "The table and NVIDIA's release notes for each row: infra/cuda-architectures.yaml.",
