@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 
 from jobs.pipelines import ResolvedComposite, resolve_composites
-from jobs.resolve import resolve_all
+from jobs.resolve import Scans, resolve_all
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model.config import StackConfig
 
@@ -60,7 +60,7 @@ def declare_runs(
     """A :class:`DistributedRun` per run and a :class:`ComposedJob` per pipeline and sweep the stack declares,
     by name (sorted)."""
     opts = pulumi.ResourceOptions(parent=parent) if parent is not None else None
-    scans: dict[str | None, tuple[str, ...]] = {None: ()}  # each code folder scanned once
+    scans: Scans = {}  # each code folder scanned once
     declared: dict[str, DistributedRun | ComposedJob] = {
         run.name: DistributedRun(run.name, run, opts) for run in resolve_all(config, root, scans=scans)
     }

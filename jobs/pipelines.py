@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs import code_scan
-from jobs.resolve import _code_path, _tidy, resolve_run
+from jobs.resolve import Scans, _tidy, resolve_run, scanned
 from jobs.resolved import ResolvedRun, _restore_ints
 from model.config import StackConfig
 from model.pipelines import TRIAL, Composite, PipelineJob, SweepJob, output_bindings, qualified
@@ -78,28 +77,25 @@ def code_folders(spec: Mapping[str, Any]) -> list[str]:
 
 
 def resolve_composite(
-    entry: Composite, config: StackConfig, root: Path, *, scans: dict[str | None, tuple[str, ...]] | None = None
+    entry: Composite, config: StackConfig, root: Path, *, scans: Scans | None = None
 ) -> tuple[ResolvedComposite, list[ResolvedRun]]:
     """``entry`` resolved, with its runs (named ``<job>/<part>``, :attr:`ResolvedRun.part_of` set).
 
-    ``scans``: code folder scans already made (folder -> findings), shared between calls; filled in here."""
-    scans = scans if scans is not None else {None: ()}
+    ``scans``: code folder scans already made, shared between calls; filled in here."""
+    scans = scans if scans is not None else {}
     runs: dict[str, ResolvedRun] = {}
     for part, run in entry.runs.items():
-        folder = _code_path(run.code)
-        if folder not in scans:
-            scans[folder] = code_scan.scan(root / folder)  # type: ignore[operator]
-        resolved = resolve_run(run, config, root, code_findings=scans[folder])
+        resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code))
         runs[part] = dataclasses.replace(resolved, name=qualified(entry.name, part), part_of=entry.name)
     spec = _pipeline_spec(entry, runs) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
     return ResolvedComposite(entry.name, entry.type, spec, tuple(r.name for r in runs.values())), list(runs.values())
 
 
 def resolve_composites(
-    config: StackConfig, root: Path, *, scans: dict[str | None, tuple[str, ...]] | None = None
+    config: StackConfig, root: Path, *, scans: Scans | None = None
 ) -> list[tuple[ResolvedComposite, list[ResolvedRun]]]:
     """Every pipeline and sweep the stack declares, resolved, sorted by name."""
-    scans = scans if scans is not None else {None: ()}
+    scans = scans if scans is not None else {}
     return [resolve_composite(entry, config, root, scans=scans)
             for entry in sorted(config.composites, key=lambda e: e.name)]
 

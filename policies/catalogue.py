@@ -17,15 +17,17 @@ from policies.rules import (
     environments,
     fabric,
     hardening,
+    launch,
     network,
     pipelines,
     runs,
+    runtime,
     storage,
     workspace,
 )
 
-FAMILIES = (workspace, storage, network, deploy_order, compute, environments, runs, fabric, pipelines, hardening,
-            budgets)
+FAMILIES = (workspace, storage, network, deploy_order, compute, environments, runs, launch, runtime, fabric,
+            pipelines, hardening, budgets)
 """Family modules, in the order listings and docs show them."""
 
 

@@ -36,6 +36,8 @@ _FAMILY_TITLES = {
     "compute": "Compute",
     "environments": "Environments",
     "runs": "Distributed runs",
+    "launch": "Launch topology: what a run's launcher starts on each node",
+    "runtime": "The job runtime: CUDA, runtime settings, retired variables",
     "fabric": "InfiniBand",
     "pipelines": "Pipelines and sweeps",
     "hardening": "Settings that open the door",

@@ -141,6 +141,14 @@ def without_capability(run: str, capability: str, *, known: bool = True) -> Muta
     return mutate
 
 
+def launch_setting(run: str, **fields: Any) -> Mutation:
+    """Change the first launch a run's command starts (its :class:`jobs.topology.Launch` props)."""
+    def mutate(b: Baseline) -> None:
+        b.run(run)["launches"][0].update(fields)
+
+    return mutate
+
+
 def every_run(key: str, value: Any) -> Mutation:
     """Set a fact of every run (the baseline's synthetic code folder lacks its scripts, say)."""
     def mutate(b: Baseline) -> None:
@@ -418,7 +426,8 @@ CASES = [
     Case("run-low-priority-multi-node", run_setting("ddp-per-process", "cluster.tier", "low_priority"),
          "ddp-per-process", "one preemption ends the run"),
     Case("run-tensorflow-task-count", run_setting("tf-multiworker", "spec.distribution.worker_count", 3),
-         "tf-multiworker", "3 worker(s) + 0 parameter server(s) on 2 node(s)"),
+         "tf-multiworker", "3 worker(s) on 2 node(s): Azure ML runs one worker per node",
+         comply=run_setting("tf-multiworker", "spec.distribution.parameter_server_count", 1)),
     Case("run-tensorflow-parameter-servers",
          both(run_setting("tf-multiworker", "spec.distribution.worker_count", 1),
               run_setting("tf-multiworker", "spec.distribution.parameter_server_count", 1)),
@@ -442,6 +451,37 @@ CASES = [
          "once, the other 3 wait in the queue"),
     Case("sweep-timeout-below-trial-timeout", job_setting(SWEEP_TYPE, "lr-sweep", "limits.timeout", 3600), "lr-sweep",
          "limits.timeout 3600s cancels the sweep before a trial reaches its trial_timeout of 7200s"),
+    Case("run-copies-without-process-group",
+         run_setting("ddp-per-process", "scripts_without_process_group", ["prep.py"]), "ddp-per-process",
+         "prep.py joins no process group and is started 16 times: 15 duplicate copies"),
+    Case("run-image-cuda-supports-gpu",
+         both(run_setting("ddp-per-process", "environment.cuda", "10.2"),
+              run_setting("ddp-per-process", "environment.cuda_from", "image nvidia/cuda:10.2-cudnn7-devel"),
+              run_setting("ddp-per-process", "environment.cuda_certain", True)),
+         "ddp-per-process", "image nvidia/cuda:10.2-cudnn7-devel is CUDA 10.2; Standard_ND96asr_v4 (A100, Ampere "
+         "sm_80) needs CUDA 11.0 or later"),
+    Case("run-image-cuda-hint",
+         both(run_setting("ddp-per-process", "environment.cuda", "10.1"),
+              run_setting("ddp-per-process", "environment.cuda_from", "image azureml:AzureML-pytorch-cuda10.1:1")),
+         "ddp-per-process", "the name says so, which may not be the content: image azureml:AzureML-pytorch-cuda10.1:1 "
+         "is CUDA 10.1"),
+    Case("run-runtime-override",
+         run_setting("torchrun-per-node", "spec.environment_variables.AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE",
+                     '{"capabilities_registry": {"registry": {"url": "commonruntimedev.azurecr.io"}, '
+                     '"regional_tag_prefix": false}}'),
+         "torchrun-per-node", "sets AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE: Azure ML's job runtime is pulled from "
+         "another registry to commonruntimedev.azurecr.io"),
+    Case("run-legacy-batchai-variables",
+         run_setting("ddp-per-process", "legacy_variables", ["train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"]),
+         "ddp-per-process", "the current runtime does not set: train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"),
+    Case("run-launcher-node-count", launch_setting("torchrun-per-node", nodes=[4, 4], nodes_from="--nnodes 4"),
+         "torchrun-per-node", "waits for 4 node(s) (--nnodes 4); the run has 2 (resources.instance_count)"),
+    Case("run-launcher-rendezvous",
+         launch_setting("torchrun-per-node", rendezvous="each node alone", rendezvous_from="--standalone"),
+         "torchrun-per-node", "--standalone: each node waits on its own localhost for 2 node(s) that never come"),
+    Case("run-launch-topology-unknown",
+         launch_setting("torchrun-per-node", unknown=["--nnodes $N: the nodes it waits for: `$N` is only known"]),
+         "torchrun-per-node", "cannot tell: `torchrun --nproc_per_node 8 --nnodes 2"),
     Case("run-cluster-matches-plan", run_setting("ddp-per-process", "cluster.max_instances", 4), "ddp-per-process",
          "resolved against max nodes 4"),
     Case("run-environment-matches-plan", run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch:2"),

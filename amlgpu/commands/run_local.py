@@ -13,7 +13,9 @@ The declared topology is the default; --nodes and --procs-per-node scale it down
 a fresh copy of its code folder; ${{outputs.x}} are folders under the printed work folder. Output
 lines are prefixed with the process they come from. When a process fails the others are stopped
 within seconds and the exit status is the failing process's; --timeout stops the run with 124,
-Ctrl-C with 130. Bad input exits 2 without starting anything.
+Ctrl-C with 130. Bad input exits 2 without starting anything. A launch the gate blocks (a launcher's
+node count other than the run's, nodes that would never meet) exits 1 with the gate's finding and
+its fix, without starting anything: run-local never rewrites such a launch into one that works.
 
 A pipeline runs its steps one after another, in the order of their bindings, each step's outputs the
 next one's input folders; a sweep runs one trial (--trials N: N trials) with parameters drawn from its
@@ -145,6 +147,16 @@ def _run(args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    refused = _topology_findings(stack, resolved)
+    if refused:
+        shutil.rmtree(workdir, ignore_errors=True)
+        _say(f"run-local: refused: {resolved.name!r} would not run as one training on Azure ML "
+             f"({resolved.instance_count} node(s) of {resolved.cluster.size}), and run-local never rewrites a "
+             "launch into one that works:")
+        for rule_id, message in refused:
+            _say(f"  {rule_id}: {message}")
+        _say(f"  {stack.file.display}: {NAMESPACE}:jobs[{index}].command")
+        return 1
 
     _header(stack, resolved, prepared, timeout_declared=args.timeout is None)
     result = LocalProcessLauncher().launch(prepared.plan)
@@ -157,6 +169,27 @@ def _run(args: argparse.Namespace) -> int:
     _say(result.summary())
     _say(f"work folder (snapshot and outputs): {prepared.workdir}")
     return result.exit_code
+
+
+def _topology_findings(stack: LoadedStack, run: ResolvedRun) -> list[tuple[str, str]]:
+    """What the gate's mandatory launch-topology rules say of ``run``, as the stack's gate is configured (its
+    pack config and the stack file's active waivers)."""
+    import datetime as dt
+
+    from policies.packconfig import default_path, load, resolve
+    from policies.rules.launch import TOPOLOGY_RULES
+
+    path = default_path(stack.root, stack.name)
+    settings = resolve(load(path) if path.is_file() else None)
+    today = dt.date.today()
+    found: list[tuple[str, str]] = []
+    for rule in TOPOLOGY_RULES:
+        if settings[rule.id].enforcement != "mandatory":
+            continue
+        if any(w.covers(rule.id, run.name) and w.active(today) for w in stack.config.waivers):
+            continue
+        found.extend((rule.id, message) for message in rule.check(run, **settings[rule.id].params))
+    return found
 
 
 def _header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, timeout_declared: bool) -> None:

@@ -122,7 +122,9 @@ def run_counts_valid(run: ResolvedRun) -> list[str]:
     severity="critical",
     enforcement="mandatory",
     rationale="Two processes on one GPU make NCCL fail with 'Duplicate GPU detected'; the run crashes at "
-    "initialisation after waiting for nodes.",
+    "initialisation after waiting for nodes. Judged only when each process is known to drive a GPU (Python "
+    "scripts, a per-node launcher with a count): a command that opens no GPU (Microsoft's `echo` hello-world, "
+    "`hostname`) may run any number of copies.",
     remediation="Set distribution.process_count_per_instance (per-process launch) or the launcher's "
     "--nproc_per_node / --num_gpus (per-node launch) to the node's GPUs.",
     reference=DISTRIBUTED_GUIDE,
@@ -130,10 +132,16 @@ def run_counts_valid(run: ResolvedRun) -> list[str]:
 )
 def run_processes_exceed_gpus(run: ResolvedRun) -> list[str]:
     procs = _gpu_processes_per_node(run)
-    if procs is None or procs <= run.cluster.gpus:
+    if procs is None or procs <= run.cluster.gpus or not _one_gpu_per_process(run):
         return []
     who = f"the {run.launcher} launcher starts" if run.launcher in PER_NODE_LAUNCHERS else "Azure ML starts"
     return [f"{who} {procs} processes per node on {run.cluster.size}, which has {run.cluster.gpus} GPU(s)"]
+
+
+_SPAWNING_FRAMEWORKS = frozenset({"Lightning"})
+"""Frameworks a script uses that start the node's GPU processes themselves, whatever launched the script:
+Lightning's Trainer/Fabric under MPI or a plain ``python`` launch start one process per device
+(``devices``), so Azure ML's per-node count says nothing of the GPUs used."""
 
 
 def _one_gpu_per_process(run: ResolvedRun) -> bool:
@@ -142,6 +150,8 @@ def _one_gpu_per_process(run: ResolvedRun) -> bool:
     command that only echoes may use the node as it likes: unknown, so not a finding."""
     if run.launcher in PER_NODE_LAUNCHERS:
         return run.launcher_script is None
+    if set(run.script_frameworks) & _SPAWNING_FRAMEWORKS:
+        return False  # Lightning (and accelerate's notebook_launcher) start their own processes per node
     scripts = command_scripts(str(run.spec.get("command", "")))
     return run.launcher in PER_GPU_LAUNCHERS and bool(scripts) and all(kind == "python" for kind, _ in scripts)
 
@@ -153,8 +163,9 @@ def _one_gpu_per_process(run: ResolvedRun) -> bool:
     enforcement="mandatory",
     rationale="Fewer processes than GPUs leaves the rest of a reserved (and billed) GPU node idle, e.g. two "
     "processes per node on a four-GPU node. Judged only when the launch is known to drive one GPU per process "
-    "(Python scripts started per process, a per-node launcher with a count): a shell script, a health check or "
-    "a command that only echoes is not. A run that drives several GPUs from one process on purpose (model "
+    "(Python scripts started per process, a per-node launcher with a count): a shell script, a health check, "
+    "a script that imports Lightning (which starts its own processes per node, under MPI too) or a command "
+    "that only echoes is not. A run that drives several GPUs from one process on purpose (model "
     "parallelism) is waived, with the reason.",
     remediation="Set process_count_per_instance (per-process launch) or the per-node launcher's process count "
     "to the node's GPUs, or pick a size with fewer GPUs.",
@@ -553,15 +564,22 @@ def _tf(run: ResolvedRun) -> Mapping[str, Any] | None:
     return dist if dist["type"] == "tensorflow" else None
 
 
+TF_DISTRIBUTION = "https://learn.microsoft.com/en-us/python/api/azure-ai-ml/azure.ai.ml.tensorflowdistribution"
+
+
 @run_rule(
     id="run-tensorflow-task-count",
-    title="TensorFlow workers and parameter servers fit the run's nodes",
+    title="TensorFlow workers fit the run's nodes, one per node",
     severity="high",
     enforcement="mandatory",
-    rationale="Azure ML runs one TensorFlow task per node: more workers plus parameter servers than "
-    "instance_count leaves tasks that never start, and the others wait for them forever.",
-    remediation="Make worker_count + parameter_server_count at most resources.instance_count.",
-    reference=DISTRIBUTED_GUIDE + "#tensorflow",
+    rationale="Azure ML runs one TensorFlow worker per node: worker_count defaults to instance_count (azure-ai-ml's "
+    "TensorFlowDistribution), SDK v1 set the node count to worker_count, and parameter servers run beside the "
+    "workers on the same nodes (azure-ai-ml's own example runs 2 workers and 1 parameter server with "
+    "instance_count 2). More workers than nodes puts two workers on a node, and each TensorFlow process maps "
+    "nearly all the memory of every GPU it sees (TensorFlow's GPU guide): the second one fails to allocate. "
+    "Parameter servers are not counted against the nodes.",
+    remediation="Make worker_count at most resources.instance_count (leave it out: it defaults to instance_count).",
+    reference=TF_DISTRIBUTION,
     config_key=("distribution", "worker_count"),
 )
 def run_tensorflow_task_count(run: ResolvedRun) -> list[str]:
@@ -569,10 +587,9 @@ def run_tensorflow_task_count(run: ResolvedRun) -> list[str]:
     if dist is None:
         return []
     workers = dist.get("worker_count") or run.instance_count
-    servers = dist.get("parameter_server_count") or 0
-    if workers + servers <= run.instance_count:
+    if workers <= run.instance_count:
         return []
-    return [f"{workers} worker(s) + {servers} parameter server(s) on {run.instance_count} node(s)"]
+    return [f"{workers} worker(s) on {run.instance_count} node(s): Azure ML runs one worker per node"]
 
 
 @run_rule(
