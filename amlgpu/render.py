@@ -108,10 +108,12 @@ def advisory_text(report: Any, file: str, line_of: Callable[[tuple[str | int, ..
 
 
 def waivers_text(report: Any) -> list[str]:
-    """The waivers in effect (what each excuses, until when, who granted it) and those that expired."""
+    """The waivers in effect (what each excuses, until when, who granted it) and those that expired. A stale
+    waiver (:func:`stale_waivers_text`) is in neither list."""
     expired = [w for _, w in report.expired_waivers]
+    stale = [s.waiver for s in report.stale_waivers]  # listed on their own, with the fingerprint to approve
     lines = []
-    active = [w for w in report.waivers if not any(w is e for e in expired)]
+    active = [w for w in report.waivers if not any(w is e for e in (*expired, *stale))]
     if active:
         lines.append("Waivers in effect:")
         for waiver in active:

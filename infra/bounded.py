@@ -61,6 +61,7 @@ file in Azure/azureml-examples is under 3 KB; 1 MiB and 100,000 values leave roo
 CONDA_FILE = Limits("a conda file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 ENVIRONMENT_FILE = Limits("an environment file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 JOB_FILE = Limits("a job file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
+COMPONENT_FILE = Limits("a component file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 PROJECT_FILE = Limits("a Pulumi project file", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 DATA_TABLE = Limits("a data table of the project", SMALL_FILE.max_bytes, SMALL_FILE.max_nodes)
 """The project's own YAML tables (policies/rules/properties.yaml, infra/environment-capabilities.yaml)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from infra import bounded
 
 TABLE = Path(__file__).with_name("cuda-architectures.yaml")
 
@@ -57,7 +57,7 @@ def show(version: Version) -> str:
 
 @functools.cache
 def _table() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+    data: dict[str, Any] = bounded.load_file(TABLE, bounded.DATA_TABLE)
     return data
 
 

@@ -26,7 +26,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, NamedTuple
 
-import yaml
 from pydantic import (
     Discriminator,
     Field,
@@ -42,7 +41,7 @@ from pydantic import (
     model_validator,
 )
 
-from infra import naming
+from infra import bounded, naming
 from infra.enums import AnyCase, lower
 from infra.paths import resolve_inside
 from model.runs import (
@@ -76,9 +75,6 @@ _BINDING = re.compile(
 _ANY_PARENT = re.compile(r"\$\{\{\s*parent\.")
 SEARCH_SPACE = re.compile(r"\$\{\{\s*search_space\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 """A trial command's ``${{search_space.<name>}}``: the value Azure ML samples for each trial."""
-
-MAX_COMPONENT_BYTES = 1 << 20
-"""A component file is a few kilobytes; a larger one is refused before it is parsed."""
 
 
 def qualified(job: str, part: str) -> str:
@@ -233,12 +229,10 @@ def component_file(reference: str, root: Path) -> tuple[CommandComponent, PurePo
         raise ValueError(f"component {relative!r} leads outside the project root (symbolic links followed)")
     if not path.is_file():
         raise ValueError(f"component file {relative!r} not found")
-    if path.stat().st_size > MAX_COMPONENT_BYTES:
-        raise ValueError(f"component file {relative!r} is over {MAX_COMPONENT_BYTES} bytes")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as err:
-        raise ValueError(f"component file {relative!r} is not YAML: {str(err).splitlines()[0]}") from None
+        data = bounded.load_file(path, bounded.COMPONENT_FILE)
+    except bounded.BoundedInputError as err:
+        raise ValueError(f"component file {relative!r}: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"component file {relative!r}: expected a mapping")
     if data.get("type", "command") != "command":

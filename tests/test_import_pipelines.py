@@ -284,4 +284,4 @@ def test_import_write_plan_and_load_a_distributed_pipeline_and_sweep(
     rows = [line for line in report.splitlines() if "`sweep-concurrent-trials-exceed-cluster`" in line]
     assert len(rows) == 1  # the first sweep (one trial at a time) fits
     assert ("| sweep 'lr-sweep-wide' | 4 concurrent trial(s) of 2 node(s) need 8 nodes; cluster gpu-a100 scales to "
-            "2: 1 trial(s) run at once, the other 3 wait in the queue |") in rows[0]
+            "2: 1 trial(s) run at once, the other 3 wait in the queue<br>fingerprint `") in rows[0]

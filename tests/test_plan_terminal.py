@@ -17,6 +17,7 @@ from amlgpu.commands.plan import plan_stack
 from amlgpu.render import advisory_text
 from model.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
+from tests.test_policy_baseline import baseline, fingerprint_of
 
 REASON = "ticket ML-42: the research team needs this until the March migration"
 
@@ -61,7 +62,8 @@ def test_waivers_in_effect_and_expired_ones_are_shown(tmp_path: Path, monkeypatc
     today = dt.date.today()
     config[f"{NS}:waivers"] = [
         {"rule": "environment-image-digest", "resource": "acpt-pytorch", "reason": REASON,
-         "expires": (today + dt.timedelta(days=20)).isoformat()},
+         "expires": (today + dt.timedelta(days=20)).isoformat(),
+         "fingerprint": fingerprint_of(baseline(), "environment-image-digest", "acpt-pytorch")},
         {"rule": "workspace-customer-managed-key", "resource": "mlw-gpu-dev", "reason": REASON,
          "expires": (today - dt.timedelta(days=1)).isoformat()},
     ]

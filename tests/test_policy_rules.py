@@ -656,6 +656,7 @@ def test_a_pipeline_step_is_found_located_and_waived_by_its_qualified_name() -> 
     b.config["aml-gpu-training:waivers"] = [{
         "rule": "run-infiniband-disabled", "resource": "train-eval/train", "expires": "2026-07-01",
         "reason": "INC-1234: the fabric of this cluster is being replaced; TCP until the new one is certified",
+        "fingerprint": finding.fingerprint,
     }]
     (waived,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
     assert waived.waived and waived.owner.name == "train-eval/train"

@@ -48,7 +48,7 @@ def import_files(paths: list[Path], ctx: Context, *, name: str | None = None) ->
         if cliv2.is_job_file(path):
             drafts += pipeline.read(source, ctx) if pipeline.is_composite_file(source) else cliv2.read(source, ctx)
         elif sdk.is_script(path):
-            drafts += sdk_pipeline.read(source, ctx) if sdk_pipeline.has_pipeline(path) else sdk.read(source, ctx)
+            drafts += sdk_pipeline.read(source, ctx) if sdk_pipeline.has_pipeline(source) else sdk.read(source, ctx)
         else:
             raise ImportInputError("not a job file (.yml/.yaml) or a Python script (.py)", file=source.display)
     if name is not None:

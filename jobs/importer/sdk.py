@@ -36,10 +36,12 @@ What the text does not determine (a value computed at run time, a configuration 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +84,32 @@ def _word(token: str) -> str:
     return shlex.quote(token)
 
 
-def read(source: Source, ctx: Context) -> list[Draft]:
-    """Every ``ScriptRunConfig(...)`` and ``command(...)`` of a script, as drafts (exit 2 when none)."""
+def read_script(source: Source) -> str:
+    """The text of a submission script, read within :data:`MAX_SCRIPT_BYTES`; bad input names the file."""
     try:
-        text = bounded.decode(bounded.read_bytes(source.path, MAX_SCRIPT_BYTES, "a submission script"))
+        return bounded.decode(bounded.read_bytes(source.path, MAX_SCRIPT_BYTES, "a submission script"))
     except OSError as err:
         raise ImportInputError(f"cannot read the file: {err.strerror or err}", file=source.display) from None
     except bounded.BoundedInputError as err:
         raise ImportInputError(err.message, file=source.display, line=err.line) from None
+
+
+@contextlib.contextmanager
+def python_errors(source: Source) -> Iterator[None]:
+    """Text that is not Python, or a script past the import's bounds, as bad input naming the file and line."""
     try:
-        module = evaluate(text, str(source.path.resolve()))
+        yield
     except SyntaxError as err:
         raise ImportInputError(f"not Python: {err.msg}", file=source.display, line=err.lineno) from None
     except ScriptTooLarge as err:
         raise ImportInputError(str(err), file=source.display, line=err.line) from None
+
+
+def read(source: Source, ctx: Context) -> list[Draft]:
+    """Every ``ScriptRunConfig(...)`` and ``command(...)`` of a script, as drafts (exit 2 when none)."""
+    text = read_script(source)
+    with python_errors(source):
+        module = evaluate(text, str(source.path.resolve()))
     runs = [c for c in module.calls if c.name == "ScriptRunConfig"]
     commands = [c for c in module.calls if c.name == "command" and c.qualified.startswith(("azure.ai.ml", "command"))]
     if not runs and not commands:

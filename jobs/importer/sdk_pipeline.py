@@ -24,14 +24,13 @@ file) is bad input naming the line, or a placeholder.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 from typing import Any
 
 from jobs.importer.base import Draft, ImportInputError, Source, slug
 from jobs.importer.mapping import Context
 from jobs.importer.pipeline import _pipeline
-from jobs.importer.sdk import _literal
-from jobs.importer.static import Call, PathValue, Unknown, _Evaluator
+from jobs.importer.sdk import _literal, python_errors, read_script
+from jobs.importer.static import Call, PathValue, Unknown, _Evaluator, parse
 
 KIND = "SDK v2 @pipeline"
 _SETTINGS = ("default_datastore", "continue_on_step_failure", "force_rerun")
@@ -50,23 +49,18 @@ def _is_pipeline_decorator(evaluator: _Evaluator, node: ast.expr) -> bool:
 
 
 def _parse(source: Source) -> tuple[ast.Module, str]:
-    try:
-        text = source.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ImportInputError(f"cannot read the file: {err}", file=source.display) from None
-    try:
-        return ast.parse(text, filename=str(source.path)), text
-    except SyntaxError as err:
-        raise ImportInputError(f"not Python: {err.msg}", file=source.display, line=err.lineno) from None
+    text = read_script(source)
+    with python_errors(source):
+        return parse(text, str(source.path)), text
 
 
-def has_pipeline(path: Path) -> bool:
+def has_pipeline(source: Source) -> bool:
     """Whether a script defines an ``@pipeline`` function (azure-ai-ml's ``dsl.pipeline``) at module level."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        tree, _ = _parse(source)
+    except ImportInputError:
         return False  # the command-job reader reports it
-    evaluator = _Evaluator(str(path))
+    evaluator = _Evaluator(str(source.path))
     evaluator.run([s for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom)])
     return any(isinstance(s, ast.FunctionDef) and any(_is_pipeline_decorator(evaluator, d) for d in s.decorator_list)
                for s in tree.body)

@@ -643,8 +643,8 @@ def _join(*parts: str) -> str:
     return str(PurePosixPath(*parts))
 
 
-def evaluate(source: str, script: str) -> Module:
-    """Read ``source`` (the text of the script at absolute path ``script``) without running it.
+def parse(source: str, script: str) -> ast.Module:
+    """``source`` (the text of the script at ``script``) as a syntax tree, within the import's bounds.
 
     Raises ``SyntaxError`` for text that is not Python and :class:`ScriptTooLarge` for a script past the
     bounds (:data:`MAX_NODES`, :data:`MAX_DEPTH`, or a tree Python itself cannot build).
@@ -657,6 +657,15 @@ def evaluate(source: str, script: str) -> Module:
     except ValueError as err:  # a NUL byte (Python 3.11 raises ValueError for it, later versions SyntaxError)
         raise SyntaxError(str(err)) from None
     check_tree(tree)
+    return tree
+
+
+def evaluate(source: str, script: str) -> Module:
+    """Read ``source`` (the text of the script at absolute path ``script``) without running it.
+
+    Raises as :func:`parse` does.
+    """
+    tree = parse(source, script)
     evaluator = _Evaluator(script)
     evaluator.run(tree.body)
     return Module(names=evaluator.names, calls=evaluator.calls, writes=evaluator.writes)

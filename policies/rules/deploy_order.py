@@ -29,8 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from infra import bounded
 from policies.graph import Key
 from policies.rule import Rule, Severity, Violation
 from policies.stack import Stack
@@ -146,7 +145,7 @@ def precondition(row: Mapping[str, Any]) -> Precondition:
 @cache
 def preconditions() -> tuple[Precondition, ...]:
     """Every row of :data:`TABLE`, in file order."""
-    return tuple(precondition(row) for row in yaml.safe_load(TABLE.read_text(encoding="utf-8"))["rows"])
+    return tuple(precondition(row) for row in bounded.load_file(TABLE, bounded.DATA_TABLE)["rows"])
 
 
 def _rule(row: Precondition) -> Rule:
