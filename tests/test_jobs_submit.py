@@ -70,18 +70,6 @@ def project(planned: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     return folder
 
 
-@pytest.fixture
-def azure(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], Replay]:
-    """Serve ``routes`` to every HTTP client of the process; no socket opens. Run history is polled without
-    waiting (azure-ai-ml's own ``AZUREML_RUN_POLLING_INTERVAL_MIN``/``MAX`` settings, read at import)."""
-    from azure.ai.ml.operations._run_history_constants import RunHistoryConstants
-
-    monkeypatch.setattr(RunHistoryConstants, "_WAIT_COMPLETION_POLLING_INTERVAL_MIN", 0)
-    monkeypatch.setattr(RunHistoryConstants, "_WAIT_COMPLETION_POLLING_INTERVAL_MAX", 0)
-    monkeypatch.setenv(workspace.SUBSCRIPTION_VARIABLE, SUBSCRIPTION)
-    return lambda routes: Replay(routes).install(monkeypatch)
-
-
 def submit_command(*argv: str, credential: Any = None) -> int:
     """``amlgpu submit ARGV`` as :func:`amlgpu.cli.main` runs it, signed in with ``credential``."""
     args = build_parser().parse_args(["submit", *argv])
