@@ -190,6 +190,14 @@ def _jwt(claims: dict[str, Any]) -> str:
     return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.{part({'signature': 'recorded'})}"
 
 
+def bearer_claims(call: requests.PreparedRequest) -> dict[str, Any]:
+    """The claims of the bearer token a request carries (a :class:`RecordedToken` one)."""
+    scheme, _, token = str(call.headers.get("Authorization", "")).partition(" ")
+    assert scheme == "Bearer", call.headers.get("Authorization")
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
 class RecordedToken:
     """A credential holding an already-issued token (what DefaultAzureCredential hands azure-core), for
     ``expected_scopes`` when given (any other scope fails the test)."""

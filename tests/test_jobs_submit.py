@@ -31,7 +31,7 @@ from model.errors import UserError
 from tests import aml_workspace as aml
 from tests.azure_spec import validator
 from tests.conftest import NS, ROOT, dev_config, make_project
-from tests.replay_http import TENANT, Answer, RecordedToken, Replay, blob_answer, json_body
+from tests.replay_http import TENANT, Answer, RecordedToken, Replay, bearer_claims, blob_answer, json_body
 
 pytestmark = [pytest.mark.filterwarnings("ignore:::marshmallow"), pytest.mark.filterwarnings("ignore:::azure")]
 
@@ -332,6 +332,9 @@ def test_submit_sends_the_planned_job_through_azure_ml_and_follows_it_to_complet
     ]
     assert ("GET", f"/jobs/{job}", "2024-01-01-preview") in calls
     assert ("GET", "/", "2024-10-01-preview") in calls  # the workspace, for its discovery URL
+    signed = [c for c in replay.calls if str(c.url).startswith((aml.ARM, f"{aml.API}/history/"))]
+    assert {bearer_claims(c)["aud"] for c in signed} == {"https://management.azure.com"}  # ARM and run history
+    assert not any("Authorization" in c.headers for c in replay.sent("PUT", f"{aml.UPLOAD}/*"))  # the SAS only
     (listing,) = replay.sent("GET", f"{aml.ARM}/codes/*")
     assert replay.query(listing)["hash"][0]  # the snapshot's content hash: an unchanged folder is not uploaded again
 
