@@ -17,7 +17,8 @@ from typing import Any, NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
+COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "job", "import", "policy", "schema", "doctor",
+            "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -28,7 +29,8 @@ start here:
   amlgpu plan --stack mine                  plan Pulumi.mine.yaml offline, with the policy verdict
   amlgpu preflight --stack mine             what would stop the first pulumi up (quota, permissions...)
   amlgpu run-local ddp-train --stack mine   run a declared run here, as Azure ML would start it
-  amlgpu submit ddp-train --stack mine      send it to the deployed workspace
+  amlgpu submit ddp-train --stack mine      send it to the deployed workspace and follow it
+  amlgpu job stream NAME --stack mine       follow a submitted job again (also: job show, job cancel)
   amlgpu COMMAND --help                     a command's options
 
 exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.

@@ -40,7 +40,7 @@ import pulumi_azure_native.storage as storage
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
 from infra.access import Grant, grant
-from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR
+from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_FIREWALL_CODES, firewall_refusal
 from infra.paths import files_inside
 
 CONTAINER = "environment-builds"
@@ -105,9 +105,8 @@ def _explain(err: Any, account: str) -> str:
         return (f"the deploying principal has no data role on storage account {account} yet "
                 f"(needs Storage Blob Data Contributor on container {CONTAINER}; the stack grants it, "
                 "propagation can take up to 10 minutes)")
-    if code in ("AuthorizationFailure", "AuthorizationSourceIPMismatch"):
-        return (f"storage account {account} refused the request at its firewall: add this machine's public "
-                "address to network.operator_ip_ranges or run `pulumi up` from inside the network")
+    if code in STORAGE_FIREWALL_CODES:
+        return firewall_refusal(account, command="pulumi up")
     if code == "KeyBasedAuthenticationNotPermitted":
         return f"storage account {account} refuses shared keys; the upload must use Microsoft Entra ID"
     status = getattr(err, "status_code", None)

@@ -32,7 +32,13 @@ import pulumi_azure_native.storage as storage
 
 from infra import naming
 from infra.access import Grant, grant
-from infra.azure import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR, identity_type
+from infra.azure import (
+    CONTRIBUTOR,
+    KEY_VAULT_ADMINISTRATOR,
+    STORAGE_BLOB_DATA_CONTRIBUTOR,
+    identity_type,
+    storage_public_network_access,
+)
 from infra.model import Workspace as WorkspaceConfig
 
 TYPE = "aml-gpu-training:infra:Workspace"
@@ -151,7 +157,7 @@ class Workspace(pulumi.ComponentResource):
             minimum_tls_version="TLS1_2",
             # Azure Policy b2982f36: public network access off unless operator ranges must reach the firewall
             # (build-context uploads from outside the network); then the firewall denies all but them.
-            public_network_access="Enabled" if args.operator_ip_ranges else "Disabled",
+            public_network_access=storage_public_network_access(args.operator_ip_ranges),
             # Azure Policy bc1b984e / 7aa1c9d5: SAS (user delegation only: shared keys are off) at most 7 days.
             sas_policy=storage.SasPolicyArgs(sas_expiration_period="7.00:00:00", expiration_action="Block"),
             network_rule_set=storage.NetworkRuleSetArgs(

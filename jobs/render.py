@@ -1,8 +1,10 @@
 """Resolved specs as Azure ML CLI v2 command job files, built by azure-ai-ml itself.
 
-Each spec becomes ``command(...)._to_job()`` (the object ``amlgpu submit`` sends) and is written from
-that job's own serialisation, so ``az ml job create -f`` and ``azure.ai.ml.load_job`` read the file
-back to the same job. Three corrections to azure-ai-ml's serialisation, each a place where it would
+Each spec becomes ``command(...)._to_job()`` and is written from that job's own serialisation, so
+``az ml job create -f`` and ``azure.ai.ml.load_job`` read the file back to the same job (``amlgpu submit``
+sends what ``load_job`` reads from the file).
+
+Three corrections to azure-ai-ml's serialisation, each a place where it would
 write a file that does not say what the job holds:
 
 * ``code`` is written relative to the file's folder (``az ml job create -f`` resolves it there);

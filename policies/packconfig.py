@@ -58,6 +58,13 @@ def default_path(root: Path, stack: str) -> Path:
     return per_stack if per_stack.is_file() else root / DEFAULT_PATH
 
 
+def for_stack(root: Path, stack: str, given: Path | None = None) -> dict[str, Any] | None:
+    """The pack config a stack's gate uses: ``given`` (``--policy-config``), else :func:`default_path` when that
+    file exists, else none (every rule at its default)."""
+    path = given or default_path(root, stack)
+    return load(path) if given is not None or path.is_file() else None
+
+
 @dataclass(frozen=True)
 class RuleSettings:
     """One rule's effective enforcement and parameters."""

@@ -124,6 +124,22 @@ def plan_variant(tmp_path: Path) -> Callable[[Callable[[dict[str, Any]], None]],
     return run
 
 
+@pytest.fixture
+def azure(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], Any]:
+    """Serve recorded ``routes`` (``tests/replay_http.py``) to every HTTP client of the process, no socket opening,
+    with ``AZURE_SUBSCRIPTION_ID`` set to the recorded workspace's; azure-ai-ml polls run history without waiting
+    (its own ``AZUREML_RUN_POLLING_INTERVAL_MIN``/``MAX`` settings, read when it is imported)."""
+    from azure.ai.ml.operations._run_history_constants import RunHistoryConstants
+
+    from tests.aml_workspace import SUBSCRIPTION
+    from tests.replay_http import Replay
+
+    monkeypatch.setattr(RunHistoryConstants, "_WAIT_COMPLETION_POLLING_INTERVAL_MIN", 0)
+    monkeypatch.setattr(RunHistoryConstants, "_WAIT_COMPLETION_POLLING_INTERVAL_MAX", 0)
+    monkeypatch.setenv("AZURE_SUBSCRIPTION_ID", SUBSCRIPTION)
+    return lambda routes: Replay(routes).install(monkeypatch)
+
+
 def only(plan: Plan, token: str, name: str | None = None) -> dict[str, Any]:
     """The one resource of ``token`` (and logical ``name``), as resources.json shows it."""
     found = [r.to_json() for r in plan.by_type(token) if name is None or r.name == name]

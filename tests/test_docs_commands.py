@@ -246,6 +246,7 @@ def _incomplete(argv: list[str]) -> bool:
 NOT_RUN_HERE = {
     ("prices", "refresh"): "online (Azure's Retail Prices API); tests/test_review_prices.py replays recorded pages",
     ("import",): "reads the reader's own job files; tests/test_import.py imports real CLI v2 and SDK files",
+    ("job",): "a submitted job of a deployed workspace; tests/test_jobs_remote.py follows one over recorded Azure ML",
 }
 """Commands the docs show that this test only parses and checks (stack, run), and where they are run."""
 

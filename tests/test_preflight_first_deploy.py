@@ -29,7 +29,7 @@ from tests.test_preflight import preflight as preflight  # the fixture
 
 Run = Callable[..., tuple[int, dict[str, Any], Replay]]
 OID = "0f1e2d3c-4b5a-4697-8a9b-c0d1e2f3a4b5"
-SIGNED_IN = RecordedToken({"oid": OID, "tid": "11111111-1111-1111-1111-111111111111"})
+SIGNED_IN = RecordedToken(claims={"oid": OID, "tid": "11111111-1111-1111-1111-111111111111"})
 
 
 def body(name: str, **changes: Any) -> dict[str, Any]:

@@ -247,10 +247,9 @@ def test_the_code_scan_neither_reads_nor_lists_links_leading_outside(code_with_l
 
 def test_an_upload_sends_a_copy_without_the_links_leading_outside(code_with_links: Path) -> None:
     root = code_with_links.parent
-    with uploadable(root, "src") as upload_root:
-        assert upload_root != root
-        sent = snapshot(upload_root / "src")
-        staged = upload_root
+    with uploadable(root, "src") as staged:
+        assert staged is not None and staged.name == "src" and not staged.is_relative_to(root)
+        sent = snapshot(staged)
     assert sent == {
         "alias.py": b"print('train')\n", "pkg/model.py": b"print('model')\n", "train.py": b"print('train')\n"
     }
@@ -260,8 +259,8 @@ def test_an_upload_sends_a_copy_without_the_links_leading_outside(code_with_link
 def test_an_upload_of_a_folder_without_such_links_is_the_folder_itself(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('train')\n")
-    with uploadable(tmp_path, "src") as upload_root:
-        assert upload_root == tmp_path
+    with uploadable(tmp_path, "src") as staged:
+        assert staged is None  # the folder is uploaded as it is
 
 
 def test_plan_says_which_links_it_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -77,12 +77,9 @@ def run(args: argparse.Namespace) -> int:
     stack = load_checked(args.stack, args.policy_config)
     out = args.out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
-    pack_config = None
-    from policies.packconfig import default_path, load
+    from policies.packconfig import for_stack
 
-    config_path = args.policy_config or default_path(stack.root, stack.name)
-    if args.policy_config or config_path.is_file():
-        pack_config = load(config_path)
+    pack_config = for_stack(stack.root, stack.name, args.policy_config)
     prices = _prices(args.prices)
     base = None
     if args.base:
@@ -243,7 +240,7 @@ class PlanResult:
         """Each runs' code folder holding symbolic links that lead outside it, with those links."""
         from jobs.code_scan import outside_links
 
-        folders = sorted({run.spec["code"] for run in self.runs})
+        folders = sorted({run.spec["code"] for run in self.runs if run.spec.get("code") is not None})
         found = {folder: outside_links(self.stack.root / folder) for folder in folders}
         return {folder: links for folder, links in found.items() if links}
 

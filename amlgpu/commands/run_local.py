@@ -201,8 +201,9 @@ def _header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, ti
     _say(f"  distribution  {dist_type}{style}: {prepared.topology.describe()}")
     _say(f"  declared      {prepared.topology.declared}")
     _say(f"  environment   {sys.executable} stands in for {resolved.spec['environment']}")
-    source = resolved.spec.get("code", "no code folder")
-    _say(f"  snapshot      {prepared.plan.cwd} ({prepared.snapshot_files} file(s) from {source})")
+    code = resolved.spec.get("code")
+    origin = f"{prepared.snapshot_files} file(s) from {code}" if code is not None else "empty: the run has no code"
+    _say(f"  snapshot      {prepared.plan.cwd} ({origin})")
     _say(f"  command       {prepared.command}")
     for name, path in prepared.outputs.items():
         _say(f"  output {name:<6} {path}")
