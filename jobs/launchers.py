@@ -32,10 +32,10 @@ a script that spawns its own workers without saying so on the command line looks
 from __future__ import annotations
 
 import posixpath
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+from infra import regex as linear
 from model.runs import Run
 
 PER_PROCESS = "per-process"
@@ -75,7 +75,7 @@ _ACCELERATE_MACHINES = ("--num_machines", "--num-machines")
 _ALL_GPUS = frozenset({"gpu", "auto"})
 """torchrun's ``--nproc_per_node gpu|auto``: one process per visible GPU."""
 
-_PYTHON = re.compile(r"python[0-9.]*")
+_PYTHON = linear.compile(r"python[0-9.]*")
 _MODULE_LAUNCHERS = {
     "torch.distributed.run": TORCHRUN,
     "torch.distributed.launch": TORCH_DISTRIBUTED_LAUNCH,
@@ -90,7 +90,10 @@ _HF_TRAINER_FLAGS = frozenset({
     "--model_name_or_path", "--model-name-or-path", "--per_device_train_batch_size",
     "--per-device-train-batch-size", "--per_device_eval_batch_size",
 })
-_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_ASSIGNMENT = linear.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+_HVD = linear.compile(r"\bhvd\b")
+_QUOTED_ASSIGNMENT = linear.compile(r"""[A-Za-z_][A-Za-z0-9_]*\+?=["']([^"'\n]+)["']""")
+_VARIABLE = linear.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
 def _simple_commands(command: str) -> list[list[str]]:
@@ -124,7 +127,7 @@ def _simple_commands(command: str) -> list[list[str]]:
 def _program_index(words: Sequence[str]) -> int | None:
     """Where the program word is: after ``VAR=value`` assignments and wrappers such as ``env``."""
     for i, word in enumerate(words):
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word) or word in _WRAPPERS:
+        if _ASSIGNMENT.fullmatch(word) or word in _WRAPPERS:
             continue
         return i
     return None
@@ -228,7 +231,7 @@ def infer_launcher(run: Run, *, gpus_per_node: int | None = None) -> tuple[str, 
     if distribution.type == "mpi":
         named = run.environment if isinstance(run.environment, str) else run.environment.image or ""
         mentions = f"{run.command} {named}".lower()
-        return (HOROVOD if "horovod" in mentions or re.search(r"\bhvd\b", mentions) else MPI), None
+        return (HOROVOD if "horovod" in mentions or _HVD.search(mentions) else MPI), None
     words = [w for command in _simple_commands(run.command) for w in command]
     if any(w.split("=", 1)[0] in _HF_TRAINER_FLAGS for w in words):
         return HF_TRAINER, None
@@ -281,7 +284,7 @@ def launcher_in_script(text: str, env: Mapping[str, str], gpus_per_node: int | N
     """The per-node launcher a shell script starts (``deepspeed --hostfile ...``, ``torchrun ...``),
     with its per-node process count when the script gives a literal one; None when it starts none.
     Commands built in a variable and run with ``eval`` are read too (``ds_call="deepspeed ..."``)."""
-    texts = [text, *re.findall(r"""[A-Za-z_][A-Za-z0-9_]*\+?=["']([^"'\n]+)["']""", text)]
+    texts = [text, *_QUOTED_ASSIGNMENT.findall(text)]
     for body in texts:
         for words in _simple_commands(body):
             found = _find_launcher(words)

@@ -8,11 +8,12 @@ of the cluster and environment the stack actually plans.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from infra import regex as linear
 from infra.model import image_pinned
+from infra.secrets import secret_variables, secrets_in_definition
 from jobs.emulate.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
 from jobs.launchers import (
     DEEPSPEED,
@@ -25,7 +26,6 @@ from jobs.launchers import (
 )
 from jobs.resolved import ResolvedRun
 from policies.rule import Violation, run_rule, stack_rule
-from policies.secrets import secret_variables, secrets_in_definition
 from policies.stack import Owner, Stack
 from policies.wire import get, inputs, known, same
 
@@ -54,7 +54,8 @@ def _gpu_processes_per_node(run: ResolvedRun) -> int | None:
 
 
 def _uses(run: ResolvedRun, launcher: str, pattern: str) -> bool:
-    return run.launcher == launcher or re.search(pattern, str(run.spec.get("command", "")), re.I) is not None
+    command = str(run.spec.get("command", ""))
+    return run.launcher == launcher or linear.compile("(?i)" + pattern).search(command) is not None
 
 
 def _env_label(run: ResolvedRun) -> str:
@@ -407,8 +408,11 @@ def run_environment_pinned(run: ResolvedRun) -> list[str]:
     return [f"environment {run.environment.id} is not pinned to a version"]
 
 
+_SIZE = linear.compile(r"([0-9]+)([bkmg])")
+
+
 def _gib(size: str) -> float | None:
-    match = re.fullmatch(r"([0-9]+)([bkmg])", size.strip().lower())
+    match = _SIZE.fullmatch(size.strip().lower())
     if not match:
         return None
     return int(match.group(1)) / {"b": 1 << 30, "k": 1 << 20, "m": 1 << 10, "g": 1}[match.group(2)]
@@ -593,7 +597,7 @@ def run_tensorflow_parameter_servers(run: ResolvedRun) -> list[str]:
     return [f"uses {servers} parameter server(s)"] if servers else []
 
 
-_MASTER_TASK = re.compile(r"(task[_-]?type|job[_-]?name|[\"']type[\"'])\s*[=: ]\s*[\"']?master\b", re.I)
+_MASTER_TASK = linear.compile(r"(?i)(task[_-]?type|job[_-]?name|[\"']type[\"'])\s*[=: ]\s*[\"']?master\b")
 
 
 @run_rule(
