@@ -152,6 +152,19 @@ def hits(text: str) -> list[Hit]:
     return sorted(found, key=lambda h: (h.start, -h.end))
 
 
+def kind_in_bytes(data: bytes) -> str | None:
+    """The first known credential kind in raw bytes (a file's content, any encoding that keeps ASCII as
+    ASCII), or None."""
+    if not _ANY_SHAPE.search(data):
+        return None
+    for shape in SHAPES:
+        for match in shape.pattern.finditer(data):
+            start, end = match.span(shape.group)
+            if start < end and (shape.valid is None or shape.valid(data[start:end].decode("latin-1"))):
+                return shape.kind
+    return None
+
+
 def credential_kind(value: str) -> str | None:
     """What known kind of credential ``value`` contains, or None."""
     found = hits(value)

@@ -96,6 +96,11 @@ _QUOTED_ASSIGNMENT = linear.compile(r"""[A-Za-z_][A-Za-z0-9_]*\+?=["']([^"'\n]+)
 _VARIABLE = linear.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
+SHLEX_LIMIT = 1 << 16
+"""Longer shell text is split on white space instead: :mod:`shlex` builds each word by string concatenation,
+time quadratic in a word's length (a 1 MB command word took 108 s), and no real command is 64 KiB long."""
+
+
 def _simple_commands(command: str) -> list[list[str]]:
     """The command's simple commands as word lists; ``bash -c '...'`` bodies are split too."""
     text = command.replace("\\\n", " ")  # line continuations
@@ -103,7 +108,7 @@ def _simple_commands(command: str) -> list[list[str]]:
     lexer.whitespace = " \t\r"  # unquoted newlines separate commands, like ';'
     lexer.whitespace_split = True
     try:
-        words = list(lexer)
+        words = list(lexer) if len(text) <= SHLEX_LIMIT else text.split()
     except ValueError:  # unbalanced quotes: Azure ML would fail too, but inference should not
         words = text.split()
     commands: list[list[str]] = [[]]

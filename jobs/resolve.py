@@ -27,6 +27,7 @@ from typing import Any
 from infra import capabilities
 from infra.model import Cluster, Environment, environment_evidence, image_pinned, reference_version
 from infra.paths import resolve_inside
+from infra.secret_scan import FolderScan
 from jobs import code_scan
 from jobs.launchers import PER_NODE_LAUNCHERS, command_scripts, infer_launcher, launcher_in_script
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
@@ -207,12 +208,12 @@ def _cluster_facts(cluster: Cluster) -> ClusterFacts:
 
 
 def resolve_run(
-    run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None
+    run: Run, config: StackConfig, root: Path, *, code_scanned: FolderScan | None = None
 ) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
     by :class:`model.config.StackConfig`), with the facts the policy pack judges it by.
 
-    ``code_findings``: the scan of the run's code folder when the caller already has it (None: scan it).
+    ``code_scanned``: the scan of the run's code folder when the caller already has it (None: scan it).
     """
     cluster = config.cluster(run.compute)
     launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
@@ -230,8 +231,8 @@ def resolve_run(
                 (launcher, nproc), launcher_script = found, script
     environment_id, environment = _environment(run, config, root)
     spec = _spec(run, config, launcher, environment_id)
-    if code_findings is None:
-        code_findings = code_scan.scan(root / folder) if folder is not None else ()
+    if code_scanned is None:
+        code_scanned = code_scan.scan(root / folder) if folder is not None else FolderScan()
     return ResolvedRun(
         name=run.name,
         spec=spec,
@@ -239,7 +240,8 @@ def resolve_run(
         launcher_nproc_per_node=nproc,
         cluster=_cluster_facts(cluster),
         environment=environment,
-        code_findings=code_findings,
+        code_findings=code_scanned.findings,
+        code_unscanned=code_scanned.unscanned,
         defaults=project_defaults(run, spec),
         missing_scripts=tuple(missing),
         launcher_script=launcher_script,
@@ -266,11 +268,11 @@ def resolve_all(config: StackConfig, root: Path) -> list[ResolvedRun]:
     """Every run the stack declares, resolved, sorted by name."""
     # Runs mostly share a few code folders: scan each folder once, not once per run (a 1000-run stack
     # read the same files 1000 times).
-    scans: dict[str | None, tuple[str, ...]] = {None: ()}
+    scans: dict[str | None, FolderScan] = {None: FolderScan()}
     resolved = []
     for run in sorted(config.jobs, key=lambda r: r.name):
         folder = _code_path(run.code)
         if folder not in scans:
             scans[folder] = code_scan.scan(root / folder)  # type: ignore[operator]
-        resolved.append(resolve_run(run, config, root, code_findings=scans[folder]))
+        resolved.append(resolve_run(run, config, root, code_scanned=scans[folder]))
     return resolved

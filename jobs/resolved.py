@@ -69,6 +69,8 @@ class ResolvedRun:
     environment: EnvironmentFacts
     code_findings: tuple[str, ...] = field(default=())
     """Relative paths in the code folder that hold private keys or tokens (never their content)."""
+    code_unscanned: tuple[str, ...] = field(default=())
+    """Relative paths in the code folder the secret scan did not read to the end (past its byte budget)."""
     defaults: tuple[str, ...] = field(default=())
     """Values the project added that the run did not write (for the plan output)."""
     missing_scripts: tuple[str, ...] = field(default=())
@@ -96,7 +98,7 @@ class ResolvedRun:
         props = asdict(self)
         for key in ("capabilities", "absent", "bases"):
             props["environment"][key] = list(getattr(self.environment, key))
-        for key in ("code_findings", "defaults", "missing_scripts"):
+        for key in ("code_findings", "code_unscanned", "defaults", "missing_scripts"):
             props[key] = list(getattr(self, key))
         props["environment"]["fabric_settings"] = [list(s) for s in self.environment.fabric_settings]
         return props
@@ -118,6 +120,7 @@ class ResolvedRun:
             cluster=ClusterFacts(**cluster),
             environment=EnvironmentFacts(**env),
             code_findings=tuple(props.get("code_findings") or ()),
+            code_unscanned=tuple(props.get("code_unscanned") or ()),
             defaults=tuple(props.get("defaults") or ()),
             missing_scripts=tuple(props.get("missing_scripts") or ()),
             launcher_script=props.get("launcher_script"),
