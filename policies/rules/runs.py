@@ -8,11 +8,12 @@ of the cluster and environment the stack actually plans.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infra import regex as linear
 from infra.model import image_pinned
+from infra.secret_scan import BUDGET_BYTES
 from infra.secrets import secret_variables, secrets_in_definition
 from jobs.emulate.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
 from jobs.launchers import (
@@ -26,6 +27,7 @@ from jobs.launchers import (
 )
 from jobs.resolved import ResolvedRun
 from policies.rule import Violation, run_rule, stack_rule
+from policies.rules.environments import ENVIRONMENT_COMPONENT
 from policies.stack import Owner, Stack
 from policies.wire import get, inputs, known, same
 
@@ -533,6 +535,36 @@ def run_entry_script_exists(run: ResolvedRun) -> list[str]:
 )
 def run_secrets_in_code(run: ResolvedRun) -> list[str]:
     return [f"code folder {run.spec.get('code', '.')!r} holds a credential in {path}" for path in run.code_findings]
+
+
+@stack_rule(
+    id="secrets-scan-incomplete",
+    title="Code folders and build contexts are scanned for secrets to the end",
+    severity="medium",
+    enforcement="advisory",
+    rationale="Code folders and build contexts are read for credentials up to a byte budget per folder, so a "
+    "hostile pull request cannot hold the gate for ever; the files past it were not checked and are uploaded "
+    "all the same. What the gate cannot see is unknown, not a finding: advisory.",
+    remediation="Keep data and checkpoints out of the folder (a data input or a datastore instead), or leave "
+    "them out of the upload with .amlignore.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-save-write-experiment-files",
+    config_key=("code",),
+)
+def secrets_scan_incomplete(stack: Stack) -> list[Violation]:
+    out = [Violation(run, _unscanned(f"code folder {run.spec.get('code')!r}", run.code_unscanned))
+           for run in stack.runs if run.code_unscanned]
+    for environment in stack.of_type(ENVIRONMENT_COMPONENT):
+        left = inputs(environment).get("context_unscanned") or []
+        if left:
+            out.append(Violation(environment, _unscanned(
+                f"build context {inputs(environment).get('build_path')!r}", left)))
+    return out
+
+
+def _unscanned(folder: str, paths: Sequence[str]) -> str:
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"{folder}: {len(paths)} file(s) past the {BUDGET_BYTES >> 20} MiB scan budget were not read to the "
+            f"end: {shown}")
 
 
 @run_rule(
