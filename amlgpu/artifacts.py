@@ -1,4 +1,9 @@
-"""Writing outputs: canonical JSON and all-or-nothing output folders.
+"""Writing outputs: canonical JSON, all-or-nothing output folders, and no secret in either.
+
+Every file the CLI writes goes through :func:`canonical_json` (data) and :func:`write_text` (text), and
+everything it prints through :func:`masked_terminal`: each replaces what :mod:`infra.secrets` knows to be
+a secret (a value the stack's gate flags, a known credential shape) with ``[secret]``, as Pulumi shows a
+secret output. ``amlgpu submit`` still sends the real value to Azure, where the job needs it.
 
 An output folder is built in a temporary sibling and swapped in by rename once every file is written,
 so a failed or interrupted command (an exception, Ctrl-C or SIGTERM) leaves the previous output exactly
@@ -9,17 +14,20 @@ folder holds nothing but an earlier output: never the project, never files a use
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from amlgpu.interrupts import cleanup_on_interrupt
+from infra import secrets
 from model.errors import UserError
 
 OutputLayout = Mapping[str, str | None]
@@ -28,15 +36,67 @@ holding only files with that suffix."""
 
 
 def canonical_json(value: Any) -> str:
-    """JSON that is byte-identical for equal values: sorted keys, fixed indent, trailing newline."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """JSON that is byte-identical for equal values: sorted keys, fixed indent, trailing newline; secrets
+    masked (a value judged a secret under its key, a remembered one, a known shape)."""
+    return json.dumps(secrets.mask_data(value), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def write_text(path: Path, text: str) -> None:
+    """Write ``text`` with every remembered secret and known credential shape masked."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # newline="\n": the same bytes on every platform.
     with path.open("w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
+        handle.write(secrets.mask(text))
+
+
+class _MaskedLines(io.TextIOBase):
+    """A text stream that masks each line before it reaches ``inner`` (a partial line waits for its end
+    or a flush, so a secret written in pieces is still masked whole)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            done, _, self._pending = self._pending.rpartition("\n")
+            self.inner.write(secrets.mask(done + "\n"))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.inner.write(secrets.mask(self._pending))
+            self._pending = ""
+        self.inner.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8") or "utf-8"
+
+
+@contextlib.contextmanager
+def masked_terminal() -> Iterator[None]:
+    """While active, every line printed to stdout and stderr has its secrets masked."""
+    previous = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _MaskedLines(sys.stdout), _MaskedLines(sys.stderr)
+    try:
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            sys.stdout, sys.stderr = previous
 
 
 def check_replaceable(target: Path, layout: OutputLayout, *, keep: Iterable[Path], key: str) -> None:

@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from amlgpu.artifacts import masked_terminal
+
+    with masked_terminal():  # no secret the stack holds is ever printed, whatever prints it
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
         bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)

@@ -248,6 +248,10 @@ def judge(key: str, value: Any) -> str | None:
     kind = credential_kind(text)
     if kind is not None:
         return f"holds {kind}"
+    return _judge_by_name(key, text)
+
+
+def _judge_by_name(key: str, text: str) -> str | None:
     if credential_name(key) and high_entropy(text):
         return "a credential name with a high-entropy literal value"
     if _password_name(key) and len(text) >= 6 and not any(c.isspace() or c in "/.\\-" for c in text):
@@ -383,6 +387,25 @@ def remember_in(data: Any, key: str = "") -> None:
                 remember(word.value)
         for hit in hits(data):
             remember(data[hit.start:hit.end])
+
+
+def remember_in_text(text: str) -> None:
+    """Remember the secrets of a text (a stack file) line by line, before anything parses it: a file that
+    does not parse is still quoted in its error message. ``key: value`` and ``key=value`` pairs are judged
+    by name and value, a line's command words as in a command, known shapes wherever they are."""
+    for line in text.splitlines():
+        if not _names_a_credential(line):
+            continue
+        item = line.strip().lstrip("-").strip()
+        for separator in (":", "="):
+            key, found, value = item.partition(separator)
+            value = value.strip().strip("'\"")
+            if found and value and not is_reference(value) and _judge_by_name(key.strip().strip("'\""), value):
+                remember(value)
+        for word, _ in command_secrets(line):
+            remember(word.value)
+    for hit in hits(text):
+        remember(text[hit.start:hit.end])
 
 
 def forget_all() -> None:

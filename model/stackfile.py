@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from infra import secrets
 from model import NAMESPACE
 from model.errors import ConfigError, Problem
 
@@ -264,6 +265,7 @@ def read(path: Path) -> StackFile:
             file=name, key=f"line {line}",
         ) from None
     _check_bounds(text, name)
+    secrets.remember_in_text(text)  # before parsing: a line that does not parse is quoted in the error
     try:
         try:
             node, document = _parse(text, _FastUniqueKeyLoader)
@@ -279,6 +281,7 @@ def read(path: Path) -> StackFile:
         raise ConfigError(file=name, problems=[
             Problem("", f"invalid YAML: {problem}", mark.line + 1, mark.column + 1)
         ]) from None
+    secrets.remember_in(document)
     if document is None:
         raise ConfigError("the file is empty; expected a 'config:' mapping", file=name)
     if not isinstance(document, dict):

@@ -261,6 +261,7 @@ def plan_stack(
 ) -> PlanResult:
     """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
     from amlgpu.plan import run_program
+    from infra.secrets import mask_data
     from jobs.render import job_yaml
     from jobs.resolved import RUN_TYPE, ResolvedRun
     from policies.engine import evaluate
@@ -268,8 +269,9 @@ def plan_stack(
     plan = run_program(stack.name, stack.file, stack.root)
     runs = sorted((ResolvedRun.from_props(r.inputs) for r in plan.by_type(RUN_TYPE)), key=lambda r: r.name)
     # Job files land in <out>/jobs/: the renderer makes each `code` relative to that folder, as
-    # `az ml job create -f` resolves it.
-    job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
+    # `az ml job create -f` resolves it. A secret is masked before rendering, so the file stays valid YAML.
+    job_files = {run.name: job_yaml(mask_data(run.spec), code_relative_to=out.resolve() / "jobs", root=stack.root)
+                 for run in runs}
     report = evaluate(
         [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
         stack_name=stack.name,

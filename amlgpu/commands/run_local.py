@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra import secrets
 from model import NAMESPACE
 from model.errors import UserError
 from model.project import LoadedStack, load_stack
@@ -86,6 +87,7 @@ def _parse_inputs(entries: list[str]) -> dict[str, str]:
         if not sep or not name:
             raise UserError(f"{entry!r} is not NAME=VALUE", key="--input")
         inputs[name] = value
+    secrets.remember_in(inputs)  # a token given here is masked in the header's command like the stack's own
     return inputs
 
 
