@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from infra import capabilities
+from infra.secrets import judge, secrets_in_definition
 from jobs.resolve import resolve_run
 from model.errors import ConfigError
 from policies.packconfig import STRICT_CONFIG, load, resolve
 from policies.rules import runs as rules
-from infra.secrets import judge, secrets_in_definition
 from tests.conftest import ROOT
 from tests.test_jobs_resolve import declared, stack
 

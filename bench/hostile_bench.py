@@ -1,0 +1,162 @@
+"""Benchmark ``amlgpu plan`` on hostile stack files: 8 MiB, the most a stack file may hold, made of long runs
+of the characters that cost each pattern the most.
+
+A backtracking regular expression takes time quadratic in such runs (``\\$\\[\\[.*?\\]\\]`` over ``$[[``
+repeated: a 292 KiB stack planned for 225 s), and so does :mod:`shlex` over one long word. Every pattern
+applied to user input now runs on RE2 and shell text past 64 KiB is split on white space: each case
+below must plan in seconds. The pull-request gate plans fork pull requests, so this is the time a
+hostile one can take.
+
+Each case writes a project whose stack is the dev stack with one run, plus one payload filling the file
+to just under 8 MiB (``model.stackfile.MAX_BYTES``); ``mixed`` puts a slice of every payload in one file
+(the suite plans that one: ``tests/test_security_hostile.py``, outcome only, never time).
+
+Usage::
+
+    .venv/bin/python bench/hostile_bench.py                     # every case once; a Markdown table
+    .venv/bin/python bench/hostile_bench.py --cases jwt,mixed --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from model.stackfile import MAX_BYTES  # noqa: E402  (bench/ is a folder of scripts, run from the root)
+
+STACK = "hostile"
+NS = "aml-gpu-training"
+RUN: dict[str, Any] = {
+    "name": "ddp", "code": "jobs/workloads", "command": "python train_ddp.py --epochs 1",
+    "environment": "acpt-pytorch", "compute": "gpu-a100", "resources": {"instance_count": 2},
+    "distribution": {"type": "pytorch"}, "limits": {"timeout": 3600},
+}
+
+Mutation = Callable[[dict[str, Any], int], None]
+
+
+def _command(tail: str) -> Mutation:
+    def mutate(run: dict[str, Any], size: int) -> None:
+        run["command"] = RUN["command"] + " " + tail * (size // len(tail))
+    return mutate
+
+
+def _field(key: str, unit: str, name: str | None = None) -> Mutation:
+    def mutate(run: dict[str, Any], size: int) -> None:
+        value = unit * (size // len(unit))
+        if name is None:
+            run[key] = value
+        else:
+            run.setdefault(key, {})[name] = value
+    return mutate
+
+
+PAYLOADS: dict[str, Mutation] = {
+    # model/runs.py: optional segments and placeholders in the command
+    "optional-segment": _command("$[["),
+    "placeholder": _command("${{ "),
+    # infra/secrets.py: JWT, URL credentials, Authorization headers, shell words after credential flags
+    "jwt": _command("eyJ"),
+    "url-credentials": _command("://a:"),
+    "authorization": _command("Authorization: "),
+    "credential-flags": _command("--token "),
+    # policies/rules/runs.py: a master task name followed by separators
+    "master-task": _command("task_type" + " " * 64),
+    # jobs/launchers.py: one long shell word (shlex is quadratic in a word's length)
+    "one-word": _command("a"),
+    # infra/secrets.py: storage keys, connection strings and private keys in other fields
+    "account-key": _field("environment_variables", "AccountKey=", "STORAGE_TOKEN"),
+    "base64": _field("environment_variables", "A", "X_TOKEN"),
+    "private-key": _field("description", "-----BEGIN "),
+    "tag": _field("tags", "sk-", "owner"),
+}
+
+
+def mixed(run: dict[str, Any], size: int) -> None:
+    """A slice of every payload at once (the command's slices joined)."""
+    share = size // len(PAYLOADS)
+    command = []
+    for mutate in PAYLOADS.values():
+        probe = copy.deepcopy(RUN)
+        mutate(probe, share)
+        if probe["command"] != RUN["command"]:
+            command.append(probe["command"].removeprefix(RUN["command"]))
+        else:
+            mutate(run, share)
+    run["command"] = RUN["command"] + "".join(command)
+
+
+CASES: dict[str, Mutation] = {**PAYLOADS, "mixed": mixed}
+
+
+def dev_config() -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text(encoding="utf-8"))["config"]
+    config[f"{NS}:jobs"] = [copy.deepcopy(RUN)]
+    return config
+
+
+def write_project(folder: Path, case: str) -> Path:
+    """A project in ``folder`` whose ``Pulumi.hostile.yaml`` is 8 MiB of ``case`` (just under the limit)."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(ROOT / name, folder / name)
+    for name in ("environments", "jobs/workloads"):
+        shutil.copytree(ROOT / name, folder / name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
+    config = dev_config()
+    base = len(yaml.safe_dump({"config": config}, sort_keys=False, width=1 << 30))
+    CASES[case](config[f"{NS}:jobs"][0], MAX_BYTES - base - 64 * 1024)
+    text = yaml.safe_dump({"config": config}, sort_keys=False, width=1 << 30)
+    assert len(text.encode()) <= MAX_BYTES, (case, len(text))
+    (folder / f"Pulumi.{STACK}.yaml").write_text(text, encoding="utf-8")
+    return folder
+
+
+def plan(project: Path) -> tuple[float, int, str]:
+    """Wall-clock seconds, exit code and stderr's last line of ``amlgpu plan`` in ``project``."""
+    amlgpu = Path(sys.executable).with_name("amlgpu")
+    started = time.monotonic()
+    done = subprocess.run([str(amlgpu), "plan", "--stack", STACK], cwd=project, capture_output=True, text=True,
+                          check=False, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    tail = (done.stderr.strip().splitlines() or [""])[-1]
+    return time.monotonic() - started, done.returncode, tail
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated cases (default: all)")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    print("| case | stack file | exit | wall clock (median) |")
+    print("|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="hostile-bench-") as scratch:
+        for case in args.cases.split(","):
+            project = write_project(Path(scratch) / case, case)
+            size = (project / f"Pulumi.{STACK}.yaml").stat().st_size
+            runs = [plan(project) for _ in range(args.repeat)]
+            codes = {code for _, code, _ in runs}
+            if codes - {0, 1, 2}:
+                raise SystemExit(f"{case}: exit {codes}: {runs[-1][2]}")
+            wall = statistics.median(seconds for seconds, _, _ in runs)
+            print(f"| {case} | {size / (1 << 20):.1f} MiB | {'/'.join(map(str, sorted(codes)))} | {wall:.1f} s |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
