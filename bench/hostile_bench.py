@@ -7,9 +7,11 @@ applied to user input now runs on RE2 and shell text past 64 KiB is split on whi
 below must plan in seconds. The pull-request gate plans fork pull requests, so this is the time a
 hostile one can take.
 
-Each case writes a project whose stack is the dev stack with one run, plus one payload filling the file
-to just under 8 MiB (``model.stackfile.MAX_BYTES``); ``mixed`` puts a slice of every payload in one file
-(the suite plans that one: ``tests/test_security_hostile.py``, outcome only, never time).
+Each case writes a project whose stack is the dev stack with one run, filled to just under 8 MiB
+(``model.stackfile.MAX_BYTES``) with one payload: for a command pattern, about 120 runs whose commands are
+as long as a command may be (``model.runs.MAX_COMMAND``, 64 KiB) and made of the pattern's worst case; for
+the other fields, one value of 8 MiB. ``mixed`` puts a share of every payload in one file (the suite plans
+that one: ``tests/test_security_hostile.py``, outcome only, never time).
 
 Usage::
 
@@ -36,7 +38,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from model.stackfile import MAX_BYTES  # noqa: E402  (bench/ is a folder of scripts, run from the root)
+from model.runs import MAX_COMMAND  # noqa: E402  (bench/ is a folder of scripts, run from the root)
+from model.stackfile import MAX_BYTES  # noqa: E402
 
 STACK = "hostile"
 NS = "aml-gpu-training"
@@ -46,17 +49,26 @@ RUN: dict[str, Any] = {
     "distribution": {"type": "pytorch"}, "limits": {"timeout": 3600},
 }
 
-Mutation = Callable[[dict[str, Any], int], None]
+Mutation = Callable[[list[dict[str, Any]], int], None]
+"""Fills a stack's ``jobs`` with about ``size`` bytes of one payload."""
 
 
-def _command(tail: str) -> Mutation:
-    def mutate(run: dict[str, Any], size: int) -> None:
-        run["command"] = RUN["command"] + " " + tail * (size // len(tail))
+def _commands(tail: str) -> Mutation:
+    """As many runs as fit, each command as long as a command may be (``MAX_COMMAND``) and made of ``tail``."""
+    def mutate(jobs: list[dict[str, Any]], size: int) -> None:
+        room = MAX_COMMAND - len(RUN["command"]) - 1
+        for _ in range(max(1, size // MAX_COMMAND)):
+            run = copy.deepcopy(RUN)
+            run["name"] = f"hostile-{len(jobs)}"
+            run["command"] = RUN["command"] + " " + tail * (room // len(tail))
+            jobs.append(run)
     return mutate
 
 
 def _field(key: str, unit: str, name: str | None = None) -> Mutation:
-    def mutate(run: dict[str, Any], size: int) -> None:
+    """One run whose ``key`` (or ``key.name``) is one value of about ``size`` bytes of ``unit``."""
+    def mutate(jobs: list[dict[str, Any]], size: int) -> None:
+        run = jobs[0]
         value = unit * (size // len(unit))
         if name is None:
             run[key] = value
@@ -66,18 +78,20 @@ def _field(key: str, unit: str, name: str | None = None) -> Mutation:
 
 
 PAYLOADS: dict[str, Mutation] = {
-    # model/runs.py: optional segments and placeholders in the command
-    "optional-segment": _command("$[["),
-    "placeholder": _command("${{ "),
+    # model/runs.py: optional segments and placeholders in commands
+    "optional-segment": _commands("$[["),
+    "placeholder": _commands("${{ "),
     # infra/secrets.py: JWT, URL credentials, Authorization headers, shell words after credential flags
-    "jwt": _command("eyJ"),
-    "url-credentials": _command("://a:"),
-    "authorization": _command("Authorization: "),
-    "credential-flags": _command("--token "),
+    "jwt": _commands("eyJ"),
+    "url-credentials": _commands("://a:"),
+    "authorization": _commands("Authorization: "),
+    "credential-flags": _commands("--token "),
     # policies/rules/runs.py: a master task name followed by separators
-    "master-task": _command("task_type" + " " * 64),
-    # jobs/launchers.py: one long shell word (shlex is quadratic in a word's length)
-    "one-word": _command("a"),
+    "master-task": _commands("task_type" + " " * 64),
+    # jobs/launchers.py: one long shell word
+    "one-word": _commands("a"),
+    # a command longer than a command may be: refused at once (exit 2)
+    "too-long-command": _field("command", "$[["),
     # infra/secrets.py: storage keys, connection strings and private keys in other fields
     "account-key": _field("environment_variables", "AccountKey=", "STORAGE_TOKEN"),
     "base64": _field("environment_variables", "A", "X_TOKEN"),
@@ -86,18 +100,11 @@ PAYLOADS: dict[str, Mutation] = {
 }
 
 
-def mixed(run: dict[str, Any], size: int) -> None:
-    """A slice of every payload at once (the command's slices joined)."""
-    share = size // len(PAYLOADS)
-    command = []
-    for mutate in PAYLOADS.values():
-        probe = copy.deepcopy(RUN)
-        mutate(probe, share)
-        if probe["command"] != RUN["command"]:
-            command.append(probe["command"].removeprefix(RUN["command"]))
-        else:
-            mutate(run, share)
-    run["command"] = RUN["command"] + "".join(command)
+def mixed(jobs: list[dict[str, Any]], size: int) -> None:
+    """Every payload that plans (all but the too-long command) in one stack, an equal share each."""
+    kinds = [kind for kind in PAYLOADS if kind != "too-long-command"]
+    for kind in kinds:
+        PAYLOADS[kind](jobs, size // len(kinds))
 
 
 CASES: dict[str, Mutation] = {**PAYLOADS, "mixed": mixed}
@@ -121,7 +128,7 @@ def write_project(folder: Path, case: str) -> Path:
                         ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
     config = dev_config()
     base = len(yaml.safe_dump({"config": config}, sort_keys=False, width=1 << 30))
-    CASES[case](config[f"{NS}:jobs"][0], MAX_BYTES - base - 64 * 1024)
+    CASES[case](config[f"{NS}:jobs"], MAX_BYTES - base - 2 * MAX_COMMAND)
     text = yaml.safe_dump({"config": config}, sort_keys=False, width=1 << 30)
     assert len(text.encode()) <= MAX_BYTES, (case, len(text))
     (folder / f"Pulumi.{STACK}.yaml").write_text(text, encoding="utf-8")

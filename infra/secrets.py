@@ -24,6 +24,7 @@ writes and every line it prints; the job that ``amlgpu submit`` sends still carr
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -189,6 +190,12 @@ _REFERENCE = compile(
     r"^(?:\$\{\{.*\}\}|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|azureml://.*|@Microsoft\.KeyVault\(.*\)|\[secret\])$"
 )
 _BASE64 = compile(r"^[A-Za-z0-9+/]+=*$")
+_DIGIT = compile(r"[0-9]")
+_LETTER = compile(r"[A-Za-z]")
+
+
+def _has_space(text: str) -> bool:
+    return any(space in text for space in " \t\n\r\f\v")
 _MIN_SECRET_LENGTH = 16
 _MIN_ENTROPY_BITS = 3.5
 """Per character: random base64/hex material of 16+ characters is above 3.5 bits (hex alone reaches ~4),
@@ -199,6 +206,7 @@ def _name_parts(name: str) -> list[str]:
     return "".join(c if c.isascii() and c.isalnum() else " " for c in name.upper()).split()
 
 
+@functools.lru_cache(maxsize=4096)
 def credential_name(name: str) -> bool:
     """``name`` (a variable, tag key or command flag) says its value is a credential."""
     parts = _name_parts(name)
@@ -209,6 +217,7 @@ def credential_name(name: str) -> bool:
     return "CONNECTION" in parts and "STRING" in parts
 
 
+@functools.lru_cache(maxsize=4096)
 def _password_name(name: str) -> bool:
     return any(p in _PASSWORD_WORDS for p in _name_parts(name))
 
@@ -227,13 +236,13 @@ def high_entropy(value: str) -> bool:
     """A literal that looks like generated key material: long, no spaces, not a path, a URL or a
     placeholder, letters and digits mixed, and high Shannon entropy."""
     value = value.strip()
-    if len(value) < _MIN_SECRET_LENGTH or any(c.isspace() for c in value) or is_reference(value):
+    if len(value) < _MIN_SECRET_LENGTH or _has_space(value) or is_reference(value):
         return False
     if "/" in value.strip("=") and not _BASE64.match(value):  # a path or URL
         return False
     if "${{" in value or value.startswith(("azureml:", "http://", "https://")):
         return False
-    if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+    if not (_DIGIT.search(value) and _LETTER.search(value)):
         return False
     return _entropy(value) >= _MIN_ENTROPY_BITS
 
@@ -254,7 +263,7 @@ def judge(key: str, value: Any) -> str | None:
 def _judge_by_name(key: str, text: str) -> str | None:
     if credential_name(key) and high_entropy(text):
         return "a credential name with a high-entropy literal value"
-    if _password_name(key) and len(text) >= 6 and not any(c.isspace() or c in "/.\\-" for c in text):
+    if _password_name(key) and len(text) >= 6 and not _has_space(text) and not any(c in text for c in "/.\\-"):
         # A password is chosen by a person, so its entropy says little; a file or path has a separator.
         return "a password name with a literal value"
     return None
@@ -267,10 +276,19 @@ def secret_variables(variables: Mapping[str, str]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ commands
 
-_WORD = compile(r"""(?s)(?:[^\s'"\\]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""")
-"""A shell word: unquoted characters, backslash escapes and quoted strings, up to unquoted white space."""
+_WORD = re.compile(r"""(?:[^\s'"\\]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
+"""A shell word: unquoted characters, backslash escapes and quoted strings, up to unquoted white space.
+
+The one pattern here on Python's ``re`` rather than RE2, because RE2's Python binding costs ~10 us a match
+and a command is a match per word: it is linear by construction (each alternative starts with its own
+character, nothing follows the repetition to backtrack for, and a quote that never closes fails once: a
+later quote would have closed it), and ``tests/test_security_hostile.py`` plans 8 MiB of such words."""
 _QUOTED = compile(r"""(?s)'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""")
-_ASSIGNMENT = compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _is_name(text: str) -> bool:
+    """A shell variable name: ``[A-Za-z_][A-Za-z0-9_]*``."""
+    return text.isascii() and text.isidentifier()
 
 
 def _unquote(word: str) -> str:
@@ -290,19 +308,30 @@ class Word:
     end: int
 
 
+def _spans(command: str) -> Iterator[tuple[str, int, int]]:
+    """Each shell word of ``command`` with its span (white-space splitting when nothing is quoted)."""
+    if not any(c in command for c in "'\"\\"):
+        position = 0
+        for word in command.split():
+            start = command.find(word, position)
+            position = start + len(word)
+            yield word, start, position
+        return
+    for match in _WORD.finditer(command):
+        yield _unquote(match.group()), match.start(), match.end()
+
+
 def command_words(command: str) -> Iterator[Word]:
     """(key, value) for every word of a command: ``--flag value``, ``--flag=value``, ``NAME=value``
     assignments; a bare word's key is empty. A line continuation (backslash, newline) is white space."""
     previous = ""
-    for match in _WORD.finditer(command):
-        word = _unquote(match.group())
-        start, end = match.span()
+    for word, start, end in _spans(command):
         if word.startswith("-") and "=" in word:
             flag, _, value = word.partition("=")
             yield Word(flag, value, start, end)
             previous = ""
-        elif _ASSIGNMENT.match(word):
-            name, _, value = word.partition("=")
+        elif "=" in word and _is_name(name := word.partition("=")[0]):
+            value = word.partition("=")[2]
             yield Word(name, value, start, end)
             previous = ""
         elif word.startswith("-"):
@@ -325,8 +354,9 @@ def command_secrets(command: str) -> list[tuple[Word, str]]:
         if index >= 0 and index not in flagged:
             flagged.add(index)
             found.append((words[index], f"holds {hit.kind}"))
-    for index, word in enumerate(words):
-        if index not in flagged and word.key and (why := judge(word.key, word.value)):
+    for index, word in enumerate(words):  # the shapes were looked for in the whole command already
+        if index not in flagged and word.key and (why := _judge_by_name(word.key, word.value.strip())) and (
+                not is_reference(word.value)):
             flagged.add(index)
             found.append((word, why))
     return sorted(found, key=lambda f: f[0].start)
@@ -380,9 +410,9 @@ def remember_in(data: Any, key: str = "") -> None:
         for item in data:
             remember_in(item, key)
     elif isinstance(data, str) and data.strip():
-        if judge(key, data):
+        if key != "command" and judge(key, data):  # a command keeps its other words (below)
             remember(data)
-        if any(c.isspace() for c in data.strip()):
+        if _has_space(data.strip()):
             for word, _ in command_secrets(data):
                 remember(word.value)
         for hit in hits(data):
@@ -431,12 +461,13 @@ def mask(text: str) -> str:
 
 
 def mask_data(value: Any, key: str = "") -> Any:
-    """``value`` (JSON-like data) with every secret replaced: a string :func:`judge` flags under its key
-    becomes :data:`MASK` whole, any other string is :func:`mask`-ed; keys are masked too."""
+    """``value`` (JSON-like data) with every secret replaced: a single word :func:`judge` flags under its key
+    becomes :data:`MASK` whole, any other string is :func:`mask`-ed (a command keeps its other words); keys
+    are masked too."""
     if isinstance(value, Mapping):
         return {mask(str(k)) if isinstance(k, str) else k: mask_data(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [mask_data(v, key) for v in value]
     if isinstance(value, str):
-        return MASK if judge(key, value) else mask(value)
+        return MASK if not _has_space(value.strip()) and judge(key, value) else mask(value)
     return value

@@ -96,9 +96,16 @@ _QUOTED_ASSIGNMENT = linear.compile(r"""[A-Za-z_][A-Za-z0-9_]*\+?=["']([^"'\n]+)
 _VARIABLE = linear.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
-SHLEX_LIMIT = 1 << 16
-"""Longer shell text is split on white space instead: :mod:`shlex` builds each word by string concatenation,
-time quadratic in a word's length (a 1 MB command word took 108 s), and no real command is 64 KiB long."""
+SHLEX_LIMIT = 1 << 13
+"""Longer shell text (or text with a word over :data:`SHLEX_WORD_LIMIT`) is split on white space instead:
+:mod:`shlex` reads about 6 us a character and builds each word by string concatenation, time quadratic in
+a word's length (a 1 MB command word took 108 s). No command a person writes comes near either limit."""
+SHLEX_WORD_LIMIT = 1 << 10
+
+
+def shlex_can_read(text: str) -> bool:
+    """``text`` is short enough for :mod:`shlex` to read in bounded time (see :data:`SHLEX_LIMIT`)."""
+    return len(text) <= SHLEX_LIMIT and max(map(len, text.split()), default=0) <= SHLEX_WORD_LIMIT
 
 
 def _simple_commands(command: str) -> list[list[str]]:
@@ -108,7 +115,7 @@ def _simple_commands(command: str) -> list[list[str]]:
     lexer.whitespace = " \t\r"  # unquoted newlines separate commands, like ';'
     lexer.whitespace_split = True
     try:
-        words = list(lexer) if len(text) <= SHLEX_LIMIT else text.split()
+        words = list(lexer) if shlex_can_read(text) else text.split()
     except ValueError:  # unbalanced quotes: Azure ML would fail too, but inference should not
         words = text.split()
     commands: list[list[str]] = [[]]

@@ -238,6 +238,10 @@ def _environment_reference(value: str) -> str:
     return value
 
 
+MAX_COMMAND = 1 << 16
+"""Characters of a run's command the gate reads (64 KiB: Linux takes at most 128 KiB in one argument, and
+no command line a person writes comes near); a longer one is bad input, so a hostile stack file cannot make
+every reader of the command (launchers, shell words, secrets) walk megabytes."""
 PLACEHOLDER = linear.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _DRIVE = linear.compile(r"^[A-Za-z]:")
 _IDENTIFIER = linear.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -285,6 +289,9 @@ class Run(Model):
     def _command_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("command is empty")
+        if len(value) > MAX_COMMAND:
+            raise ValueError(f"command is {len(value):,} characters, more than the {MAX_COMMAND:,} the gate reads: "
+                             "put the steps in a script in the code folder and run that")
         return value
 
     @field_validator("environment")

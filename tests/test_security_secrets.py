@@ -36,19 +36,37 @@ def _run(config: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
-PLACES: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
-    ("environment variable (shape)", lambda c: _run(c).update(environment_variables={"HF_TOKEN": HF})),
-    ("environment variable (by name)", lambda c: _run(c).update(environment_variables={"WANDB_API_KEY": WANDB})),
-    ("command (shape)", lambda c: _run(c).update(command=f"python train_ddp.py --epochs 1 --hf-token {HF}")),
-    ("command (wandb login)", lambda c: _run(c).update(command=f"wandb login {WANDB} && python train_ddp.py")),
-    ("command (by flag)", lambda c: _run(c).update(command=f"python train_ddp.py --wandb-api-key={WANDB}")),
-    ("command (quoted password)", lambda c: _run(c).update(command=f"python train_ddp.py --db-password '{PASSWORD}'")),
-    ("input (shape)", lambda c: _run(c).update(inputs={"token": HF})),
-    ("input (by name)", lambda c: _run(c).update(inputs={"wandb_api_key": WANDB})),
-    ("tag (shape)", lambda c: _run(c).update(tags={"owner": HF})),
-    ("tag (by name)", lambda c: _run(c).update(tags={"db_password": PASSWORD})),
-    ("workspace tag", lambda c: c[f"{NS}:workspace"]["tags"].update(api_token=WANDB)),
+def _hf(n: int) -> str:
+    return HF[:-2] + f"{n:02d}"
+
+
+def _hex(n: int) -> str:
+    return WANDB[:-2] + f"{n:02x}"
+
+
+PLACES: list[tuple[str, str, Callable[[dict[str, Any], str], None]]] = [
+    ("environment variable (shape)", _hf(1), lambda c, v: _env(c).update(HF_TOKEN=v)),
+    ("environment variable (by name)", _hex(2), lambda c, v: _env(c).update(WANDB_API_KEY=v)),
+    ("command (shape)", _hf(3), lambda c, v: _command(c, f"--hf-token {v}")),
+    ("command (wandb login)", _hex(4), lambda c, v: _command(c, f"&& wandb login {v}")),
+    ("command (by flag)", _hex(5), lambda c, v: _command(c, f"--wandb-api-key={v}")),
+    ("command (quoted password)", PASSWORD + "6", lambda c, v: _command(c, f"--db-password '{v}'")),
+    ("input (shape)", _hf(7), lambda c, v: _run(c).setdefault("inputs", {}).update(token=v)),
+    ("input (by name)", _hex(8), lambda c, v: _run(c).setdefault("inputs", {}).update(wandb_api_key=v)),
+    ("tag (shape)", _hf(9), lambda c, v: _run(c).setdefault("tags", {}).update(owner=v)),
+    ("tag (by name)", PASSWORD + "10", lambda c, v: _run(c).setdefault("tags", {}).update(db_password=v)),
+    ("workspace tag", _hex(11), lambda c, v: c[f"{NS}:workspace"]["tags"].update(api_token=v)),
 ]
+"""Where a secret can sit, each with a value of its own (one plan holds them all)."""
+
+
+def _env(config: dict[str, Any]) -> dict[str, Any]:
+    variables: dict[str, Any] = _run(config).setdefault("environment_variables", {})
+    return variables
+
+
+def _command(config: dict[str, Any], words: str) -> None:
+    _run(config)["command"] += " " + words
 
 
 def _everything(project: Path, out: str, err: str) -> dict[str, str]:
@@ -57,27 +75,30 @@ def _everything(project: Path, out: str, err: str) -> dict[str, str]:
     return {**files, "stdout": out, "stderr": err}
 
 
-def _assert_nowhere(texts: dict[str, str]) -> None:
+def _assert_nowhere(texts: dict[str, str], fragments: tuple[str, ...] = FRAGMENTS) -> None:
     for where, text in texts.items():
-        for fragment in FRAGMENTS:
-            assert fragment not in text, f"{where} shows the secret"
+        for fragment in fragments:
+            assert fragment not in text, f"{where} shows the secret {fragment[:6]}..."
 
 
-@pytest.mark.parametrize("mutate", [p[1] for p in PLACES], ids=[p[0] for p in PLACES])
-def test_a_flagged_secret_is_masked_in_every_artifact_and_message(
-        tmp_path: Path, mutate: Callable[[dict[str, Any]], None]) -> None:
+def test_a_flagged_secret_is_masked_in_every_artifact_and_message(tmp_path: Path) -> None:
     config = good_config()
-    mutate(config)
+    for _, value, place in PLACES:
+        place(config, value)
     project = make_project(tmp_path / "project", config, stack=STACK)
 
     outcome = amlgpu(project, "plan", "--stack", STACK)
 
-    assert outcome.code in (0, 1), outcome.err  # 1: a run's secret is a mandatory finding
+    assert outcome.code == 1, outcome.err  # a run's secret is a mandatory finding
+    found = outcome.out.count("run-secrets-in-")
+    assert found >= len(PLACES) - 1, outcome.out  # every run placement is flagged (the workspace tag is not a run's)
     texts = _everything(project, outcome.out, outcome.err)
-    _assert_nowhere(texts)
-    assert any(secrets.MASK in text for name, text in texts.items() if name.endswith((".json", ".yml")))
+    for (where, value, _) in PLACES:
+        assert all(value not in text for text in texts.values()), f"{where}: shown"
     job = yaml.safe_load((project / "build" / STACK / "jobs" / "ddp.yml").read_text())
-    assert isinstance(job, dict)  # masked before rendering: still the job file azure-ai-ml reads
+    assert job["environment_variables"] == {"HF_TOKEN": secrets.MASK, "WANDB_API_KEY": secrets.MASK}
+    assert job["tags"]["db_password"] == secrets.MASK  # masked before rendering: still a job file
+    assert "--hf-token [secret]" in job["command"] and "wandb login [secret]" in job["command"]
 
 
 def test_submit_dry_run_prints_the_masked_job_and_accepts_the_masked_plan(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.launchers import SHLEX_LIMIT
+from jobs.launchers import shlex_can_read
 from jobs.resolved import ResolvedRun
 from policies.rule import resource_rule, run_rule
 from policies.wire import get, inputs, known
@@ -66,7 +66,7 @@ _UNCONFINED = ("seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfi
 def _options(args: str) -> list[tuple[str, str | None]]:
     """docker run options as (flag, value); ``--flag=value`` and ``--flag value`` alike."""
     try:
-        tokens = shlex.split(args) if len(args) <= SHLEX_LIMIT else args.split()
+        tokens = shlex.split(args) if shlex_can_read(args) else args.split()
     except ValueError:
         tokens = args.split()
     out: list[tuple[str, str | None]] = []
