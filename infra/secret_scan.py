@@ -35,8 +35,8 @@ from infra.secrets import command_secrets, judge, kind_in_bytes
 CHUNK_BYTES = 1 << 20
 OVERLAP_BYTES = 1 << 12
 """Longer than any credential the shapes match but a private key's body (whose header is what is found)."""
-BUDGET_BYTES = 512 << 20
-"""Bytes read from one folder at most (512 MiB, at the scan's speed a few seconds: docs/performance.md)."""
+BUDGET_BYTES = 256 << 20
+"""Bytes read from one folder at most (256 MiB: at the scan's speed, seconds; docs/performance.md)."""
 PARSED_BYTES = 1 << 20
 """.env files and Dockerfiles larger than this are scanned for known shapes only (no real one is that big)."""
 

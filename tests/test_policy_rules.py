@@ -374,7 +374,7 @@ CASES = [
     Case("run-secrets-in-code", run_setting("ddp-per-process", "code_findings", ["ssh/id_rsa"]), "ddp-per-process",
          "holds a credential in ssh/id_rsa"),
     Case("secrets-scan-incomplete", run_setting("ddp-per-process", "code_unscanned", ["data/weights.bin"]),
-         "ddp-per-process", "1 file(s) past the 512 MiB scan budget were not read to the end: data/weights.bin"),
+         "ddp-per-process", "1 file(s) past the 256 MiB scan budget were not read to the end: data/weights.bin"),
     Case("run-low-priority-multi-node", run_setting("ddp-per-process", "cluster.tier", "low_priority"),
          "ddp-per-process", "one preemption ends the run"),
     Case("run-tensorflow-task-count", run_setting("tf-multiworker", "spec.distribution.worker_count", 3),
