@@ -255,7 +255,7 @@ def judge(key: str, value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if not text or is_reference(text):
+    if not text or is_reference(text) or any(published in text for published in PUBLISHED):
         return None
     kind = credential_kind(text)
     if kind is not None:
