@@ -86,7 +86,9 @@ class _MaskedLines(io.TextIOBase):
 
 @contextlib.contextmanager
 def masked_terminal() -> Iterator[None]:
-    """While active, every line printed to stdout and stderr has its secrets masked."""
+    """While active, every line printed to stdout and stderr has its secrets masked. Each command starts with
+    nothing remembered (a caller of ``main()`` may run many)."""
+    secrets.forget_all()
     previous = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _MaskedLines(sys.stdout), _MaskedLines(sys.stderr)
     try:

@@ -388,19 +388,34 @@ def secrets_in_definition(spec: Mapping[str, Any]) -> list[str]:
 # ------------------------------------------------------------------------------------------------- masking
 
 _remembered: set[str] = set()
+_values: set[str] = set()
+_by_length: list[str] = []
 _MIN_REMEMBERED = 6
 """Shorter values are not remembered (a password of 6 characters is the shortest :func:`judge` flags)."""
+MAX_REMEMBERED = 256
+"""Distinct secrets one process remembers at most: every text written or printed is searched for each, so a
+hostile file of a million tokens must not make that search quadratic. Each is a mandatory finding anyway."""
+
+
+class TooManySecrets(ValueError):
+    """More than :data:`MAX_REMEMBERED` distinct values look like secrets: the input is refused."""
 
 
 def remember(value: str) -> None:
     """Mask ``value`` wherever it shows from now on (in this process), and each of its lines, and the
-    forms JSON and YAML quoting give it."""
-    pieces = {value.strip(), *(line.strip() for line in value.splitlines())}
-    for piece in pieces:
+    forms JSON and YAML quoting give it. Raises :class:`TooManySecrets` past :data:`MAX_REMEMBERED`."""
+    global _by_length
+    value = value.strip()
+    if len(value) < _MIN_REMEMBERED or value in _values:
+        return
+    if len(_values) >= MAX_REMEMBERED:
+        raise TooManySecrets(f"more than {MAX_REMEMBERED} distinct values look like secrets (each a mandatory "
+                             "finding): keep secrets in the workspace key vault")
+    _values.add(value)
+    for piece in {value, *(line.strip() for line in value.splitlines())}:
         if len(piece) >= _MIN_REMEMBERED:
-            _remembered.add(piece)
-            _remembered.add(json.dumps(piece, ensure_ascii=False)[1:-1])
-            _remembered.add(piece.replace("'", "''"))
+            _remembered.update((piece, json.dumps(piece, ensure_ascii=False)[1:-1], piece.replace("'", "''")))
+    _by_length = sorted(_remembered, key=len, reverse=True)
 
 
 def remember_in(data: Any, key: str = "") -> None:
@@ -443,13 +458,17 @@ def remember_in_text(text: str) -> None:
 
 def forget_all() -> None:
     """Forget every remembered value (tests that run several stacks in one process)."""
+    global _by_length
     _remembered.clear()
+    _values.clear()
+    _by_length = []
 
 
 def mask(text: str) -> str:
     """``text`` with every remembered value and every known credential shape replaced by :data:`MASK`."""
-    for value in sorted((v for v in _remembered if v in text), key=len, reverse=True):
-        text = text.replace(value, MASK)
+    for value in _by_length:
+        if value in text:
+            text = text.replace(value, MASK)
     found = hits(text)
     if not found:
         return text

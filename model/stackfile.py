@@ -265,7 +265,10 @@ def read(path: Path) -> StackFile:
             file=name, key=f"line {line}",
         ) from None
     _check_bounds(text, name)
-    secrets.remember_in_text(text)  # before parsing: a line that does not parse is quoted in the error
+    try:
+        secrets.remember_in_text(text)  # before parsing: a line that does not parse is quoted in the error
+    except secrets.TooManySecrets as err:
+        raise ConfigError(str(err), file=name) from None
     try:
         try:
             node, document = _parse(text, _FastUniqueKeyLoader)
@@ -281,7 +284,10 @@ def read(path: Path) -> StackFile:
         raise ConfigError(file=name, problems=[
             Problem("", f"invalid YAML: {problem}", mark.line + 1, mark.column + 1)
         ]) from None
-    secrets.remember_in(document)
+    try:
+        secrets.remember_in(document)
+    except secrets.TooManySecrets as err:
+        raise ConfigError(str(err), file=name) from None
     if document is None:
         raise ConfigError("the file is empty; expected a 'config:' mapping", file=name)
     if not isinstance(document, dict):

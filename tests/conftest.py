@@ -107,3 +107,11 @@ def only(plan: Plan, token: str, name: str | None = None) -> dict[str, Any]:
     found = [r.to_json() for r in plan.by_type(token) if name is None or r.name == name]
     assert len(found) == 1, f"expected one {token} {name or ''}, found {[r['name'] for r in found]}"
     return found[0]
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_secrets() -> None:
+    """Each test starts with no secret remembered (infra.secrets keeps them for the life of a process)."""
+    from infra import secrets
+
+    secrets.forget_all()

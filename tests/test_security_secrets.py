@@ -189,3 +189,16 @@ def test_run_local_never_prints_the_secret(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "command       python echo.py --hf-token [secret]" in done.stderr
     _assert_nowhere({"stdout": done.stdout, "stderr": done.stderr})
+
+
+def test_a_file_of_thousands_of_tokens_is_refused_not_searched_for_each(tmp_path: Path) -> None:
+    config = good_config()
+    _env(config).update({f"HF_TOKEN_{n}": _hf(n % 100) + f"{n:05d}" for n in range(secrets.MAX_REMEMBERED + 1)})
+    project = make_project(tmp_path / "project", config, stack=STACK)
+
+    outcome = amlgpu(project, "plan", "--stack", STACK)
+
+    assert outcome.code == 2
+    assert f"more than {secrets.MAX_REMEMBERED} distinct values look like secrets" in outcome.err
+    assert not (project / "build").exists()
+    _assert_nowhere({"stdout": outcome.out, "stderr": outcome.err}, ("Zq8Lm2Nx4Rt6Vb1Kc3Jd5",))

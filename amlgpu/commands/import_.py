@@ -65,9 +65,12 @@ def run(args: argparse.Namespace) -> int:
     root = find_root()
     stack = load_stack(args.stack, root) if args.stack else None
     ctx = Context(root=root, stack=stack, compute=args.compute, environment=args.environment)
-    _remember_secrets(list(args.paths))
-    drafts = import_files(list(args.paths), ctx, name=args.name)
-    secrets.remember_in([draft.run for draft in drafts])
+    try:
+        _remember_secrets(list(args.paths))
+        drafts = import_files(list(args.paths), ctx, name=args.name)
+        secrets.remember_in([draft.run for draft in drafts])
+    except secrets.TooManySecrets as err:
+        raise UserError(str(err), key="PATH") from None
     for draft in drafts:
         for note in draft.notes:
             print(f"{draft.origin}: note: {note}", file=sys.stderr)

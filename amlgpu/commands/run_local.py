@@ -87,7 +87,10 @@ def _parse_inputs(entries: list[str]) -> dict[str, str]:
         if not sep or not name:
             raise UserError(f"{entry!r} is not NAME=VALUE", key="--input")
         inputs[name] = value
-    secrets.remember_in(inputs)  # a token given here is masked in the header's command like the stack's own
+    try:
+        secrets.remember_in(inputs)  # a token given here is masked in the header's command like the stack's own
+    except secrets.TooManySecrets as err:
+        raise UserError(str(err), key="--input") from None
     return inputs
 
 
