@@ -101,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from amlgpu.terminal import cleaned_output
 
-    with cleaned_output():  # every line printed is inert in a terminal and a CI log (amlgpu.terminal)
+    # Every line printed holds no secret the stack holds and is inert in a terminal and a CI log, whatever
+    # prints it (amlgpu.terminal).
+    with cleaned_output():
         return _main(argv)
 
 

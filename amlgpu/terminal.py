@@ -1,4 +1,4 @@
-"""Everything amlgpu prints is inert in a terminal and in a GitHub Actions log.
+"""Everything amlgpu prints holds no secret and is inert in a terminal and in a GitHub Actions log.
 
 A stack key, a run name, a file name in a code folder or a value quoted in an error message comes from
 files a pull request writes, and the pull-request workflow prints what ``amlgpu plan`` says. GitHub's runner
@@ -13,7 +13,8 @@ sequences that repaint a terminal, C1 controls) together with the Unicode contro
 reader sees (bidirectional overrides and isolates), each line's leading ``::`` is removed, and ``##[``
 loses its bracket. :func:`cleaned_output` puts a :class:`CleanStream` in front of ``sys.stdout`` and
 ``sys.stderr`` for the duration of a command, so every ``print`` goes through it: one place, not one per
-message.
+message. The same place masks what :mod:`infra.secrets` knows to be a secret (a value the stack's gate
+flags, a known credential shape) as ``[secret]``, the way :mod:`amlgpu.artifacts` masks every file it writes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import re
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
+
+from infra import secrets
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """C0 controls but tab and newline, DEL, C1 controls, and the bidirectional marks, embeddings, overrides and
@@ -48,7 +51,7 @@ def clean(text: str) -> str:
 
 
 class CleanStream:
-    """A text stream that writes what it is given through :func:`clean_line`, line by line.
+    """A text stream that writes what it is given through :func:`clean_line`, line by line, secrets masked.
 
     A line is written once complete; :meth:`flush` writes the incomplete one too, except a start that could
     still become a command (blanks and colons only) or a trailing ``#`` that could still become ``##[``,
@@ -70,6 +73,7 @@ class CleanStream:
         return len(text)
 
     def _emit(self, piece: str) -> None:
+        piece = secrets.mask(piece)  # a whole line, or what a flush could not hold back
         if self._started:
             while _OLD_COMMAND in piece:
                 piece = piece.replace(_OLD_COMMAND, "##")
@@ -101,7 +105,9 @@ class CleanStream:
 
 @contextlib.contextmanager
 def cleaned_output() -> Iterator[None]:
-    """While active, ``sys.stdout`` and ``sys.stderr`` write through :class:`CleanStream`."""
+    """While active, ``sys.stdout`` and ``sys.stderr`` write through :class:`CleanStream`. Each command starts
+    with no secret remembered (a caller of ``main()`` may run many)."""
+    secrets.forget_all()
     original = sys.stdout, sys.stderr
     streams = CleanStream(sys.stdout), CleanStream(sys.stderr)
     sys.stdout, sys.stderr = streams

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
@@ -26,6 +25,7 @@ from pydantic import (
 )
 
 from infra import capabilities, naming, regions, skus
+from infra import regex as linear
 from infra.azure import PRIVATE_DNS_ZONES
 from infra.capabilities import Capabilities
 from infra.enums import AnyCase, CamelOrSnakeCase, SnakeOrPascalCase
@@ -33,7 +33,7 @@ from infra.paths import files_inside
 
 _RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
-_ZONE_ID = re.compile(
+_ZONE_ID = linear.compile(
     r"^/subscriptions/[^/]+/resource[Gg]roups/[^/]+/providers/Microsoft\.Network/privateDnsZones/(?P<zone>[^/]+)$"
 )
 
@@ -347,11 +347,11 @@ class BuildContext(Model):
     dockerfile_path: str = "Dockerfile"
 
 
-_REGISTRY_REF = re.compile(
+_REGISTRY_REF = linear.compile(
     r"^azureml://registries/(?P<registry>[^/]+)/environments/(?P<name>[^/]+)"
     r"(/versions/(?P<version>[^/]+)|/labels/(?P<label>[^/]+))?$"
 )
-_WORKSPACE_REF = re.compile(
+_WORKSPACE_REF = linear.compile(
     r"^azureml:(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(:(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))$"
 )
 """A workspace environment, curated ones included: ``azureml:<name>:<version>`` or ``azureml:<name>@<label>``."""

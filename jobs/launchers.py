@@ -34,11 +34,11 @@ script that spawns its own workers without saying so on the command line looks p
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from infra import regex as linear
 from infra.paths import resolve_inside
 from jobs import topology
 from model import shell
@@ -70,7 +70,8 @@ PER_GPU_LAUNCHERS = frozenset({PER_PROCESS, HF_TRAINER, HOROVOD, MPI})
 """Styles where Azure ML itself starts one process (or MPI rank) per GPU."""
 
 
-_PYTHON = re.compile(r"python[0-9.]*")
+_PYTHON = linear.compile(r"python[0-9.]*")
+_HOROVOD_ALIAS = linear.compile(r"\bhvd\b")
 _HF_TRAINER_FLAGS = frozenset({
     "--model_name_or_path", "--model-name-or-path", "--per_device_train_batch_size",
     "--per-device-train-batch-size", "--per_device_eval_batch_size",
@@ -313,7 +314,7 @@ def infer_launcher(run: Run, *, gpus_per_node: int | None = None,
     if distribution.type == "mpi":
         named = run.environment if isinstance(run.environment, str) else run.environment.image or ""
         mentions = f"{run.command} {named}".lower()
-        return (HOROVOD if "horovod" in mentions or re.search(r"\bhvd\b", mentions) else MPI), None
+        return (HOROVOD if "horovod" in mentions or _HOROVOD_ALIAS.search(mentions) else MPI), None
     words = [w.value for command in reading.commands for w in command.argv if w.value is not None]
     if any(w.split("=", 1)[0] in _HF_TRAINER_FLAGS for w in words):
         return HF_TRAINER, None

@@ -264,7 +264,15 @@ def _environment_reads(tree: ast.Module) -> list[tuple[str, int]]:
     return found
 
 
-def legacy_variable_reads(code: Path, *, skip_dirs: frozenset[str] = frozenset()) -> tuple[str, ...]:
+NOT_THE_RUNS_CODE = frozenset({
+    ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints",
+})
+"""Folders of a code folder that hold tools' files or vendored packages, not the run's own code: what they
+read is not what the run reads (the secret scan still reads them: :mod:`jobs.code_scan`)."""
+
+
+def legacy_variable_reads(code: Path, *, skip_dirs: frozenset[str] = NOT_THE_RUNS_CODE) -> tuple[str, ...]:
     """``path:line NAME`` for each ``AZ_BATCHAI_*`` read without a fallback in the code folder's Python files
     (folder order, see :func:`_environment_reads`), read with :mod:`ast`; the first :data:`MAX_FILES` files
     only (a last entry says when more were left)."""

@@ -229,6 +229,8 @@ class FolderFacts:
     """What is read once per code folder, whatever runs use it."""
 
     code_findings: tuple[str, ...] = ()
+    code_unscanned: tuple[str, ...] = ()
+    """What the credential scan's budget left unread (:class:`infra.secret_scan.FolderScan`)."""
     legacy_variables: tuple[str, ...] = ()
 
 
@@ -237,7 +239,8 @@ def folder_facts(root: Path, folder: str | None) -> FolderFacts:
     if folder is None:
         return FolderFacts()
     path = root / folder
-    return FolderFacts(code_scan.scan(path), pyscan.legacy_variable_reads(path, skip_dirs=code_scan.SKIPPED_DIRS))
+    scan = code_scan.scan(path)
+    return FolderFacts(scan.findings, scan.unscanned, pyscan.legacy_variable_reads(path))
 
 
 Scans = dict[str | None, FolderFacts]
@@ -313,6 +316,7 @@ def resolve_run(
         cluster=_cluster_facts(cluster),
         environment=environment,
         code_findings=facts.code_findings,
+        code_unscanned=facts.code_unscanned,
         defaults=project_defaults(run, spec),
         missing_scripts=tuple(missing),
         launcher_script=launcher_script,

@@ -88,6 +88,8 @@ class ResolvedRun:
     environment: EnvironmentFacts
     code_findings: tuple[str, ...] = field(default=())
     """Relative paths in the code folder that hold private keys or tokens (never their content)."""
+    code_unscanned: tuple[str, ...] = field(default=())
+    """Relative paths in the code folder the secret scan did not read to the end (past its byte budget)."""
     defaults: tuple[str, ...] = field(default=())
     """Values the project added that the run did not write (for the plan output)."""
     missing_scripts: tuple[str, ...] = field(default=())
@@ -162,8 +164,8 @@ class ResolvedRun:
         )
 
 
-_STRING_TUPLES = ("code_findings", "defaults", "missing_scripts", "legacy_variables", "script_frameworks",
-                  "scripts_without_process_group", "launch_unknowns")
+_STRING_TUPLES = ("code_findings", "code_unscanned", "defaults", "missing_scripts", "legacy_variables",
+                  "script_frameworks", "scripts_without_process_group", "launch_unknowns")
 """Facts of a run that are tuples of strings (lists on the wire)."""
 
 

@@ -18,7 +18,6 @@ import difflib
 import functools
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from infra import bounded, regions
+from infra import bounded, regions, secrets
+from infra import regex as linear
 from infra.model import Cluster, Environment, Network, Workspace
 from infra.paths import resolve_inside
 from model import NAMESPACE
@@ -40,7 +40,7 @@ from model.waivers import Waiver
 LOCATION_KEY = "azure-native:location"
 SUBSCRIPTION_KEY = "azure-native:subscriptionId"
 
-_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_GUID = linear.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 SAME_SUBSCRIPTION: Mapping[str, str] = {
     "workspace.customer_managed_key.key_vault": (
@@ -517,7 +517,7 @@ def _secret_path(value: Any, path: KeyPath) -> KeyPath | None:
 
 _PRIVATE_KEYS = frozenset({"environment_variables", "inputs", "tags", "properties", "ssh_public_keys", "command"})
 """Keys whose values (at any depth) are never quoted back: they are where people paste tokens."""
-_CREDENTIAL_LIKE = re.compile(
+_CREDENTIAL_LIKE = linear.compile(
     r"[A-Za-z0-9+=_-]{32,}|-----BEGIN|AccountKey=|(^|[?&])sig=|\b(gh[pousr]_|hf_|sk-|xox[bp]-|AKIA)[A-Za-z0-9]"
 )
 
@@ -530,6 +530,7 @@ def _shown(value: Any, path: KeyPath) -> str:
         return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
     if isinstance(value, str) and (
         any(part in _PRIVATE_KEYS for part in path if isinstance(part, str)) or _CREDENTIAL_LIKE.search(value)
+        or secrets.judge(str(path[-1]) if path else "", value)
     ):
         return "a value not shown here: it may be a secret"
     return json.dumps(value, default=str)[:80]

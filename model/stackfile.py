@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from infra import bounded
+from infra import bounded, secrets
 from model import NAMESPACE
 from model.errors import ConfigError, Problem
 
@@ -143,13 +143,17 @@ def read(path: Path) -> StackFile:
     name = path.name
     try:
         text = bounded.read_text(path, bounded.STACK_FILE)
+        secrets.remember_in_text(text)  # before parsing: a line that does not parse is quoted in the error
         node, document = bounded.parse(text, bounded.STACK_FILE)
+        secrets.remember_in(document)
     except FileNotFoundError:
         raise ConfigError("stack file not found", file=str(path)) from None
     except OSError as err:
         raise ConfigError(f"cannot read stack file: {err.strerror or err}", file=str(path)) from None
     except bounded.BoundedInputError as err:
         raise _config_error(err, name) from None
+    except secrets.TooManySecrets as err:
+        raise ConfigError(str(err), file=name) from None
     if document is None:
         raise ConfigError("the file is empty; expected a 'config:' mapping", file=name)
     if not isinstance(document, dict):

@@ -15,13 +15,14 @@ names, how long it runs and where it may live, and the engine applies it.
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from infra import regex as linear
+
 REASON_MIN_CHARS = 20
 REASON_MIN_WORDS = 3
-_WORD = re.compile(r"[^\W\d_]{2,}")
+_WORD = linear.compile(r"\pL{2,}")
 """A word: two or more letters (any script)."""
 
 

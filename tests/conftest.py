@@ -151,3 +151,11 @@ def waits(resource: Any) -> set[tuple[str, str]]:
     """What a planned resource (a ``PlannedResource`` or its JSON) depends on, as (type, name) pairs."""
     options = resource.options if hasattr(resource, "options") else resource.get("options") or {}
     return {(d["type"], d["name"]) for d in options.get("dependsOn", [])}
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_secrets() -> None:
+    """Each test starts with no secret remembered (infra.secrets keeps them for the life of a process)."""
+    from infra import secrets
+
+    secrets.forget_all()

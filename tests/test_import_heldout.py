@@ -290,7 +290,7 @@ def test_a_v1_run_config_yields_to_the_flags(project: Path) -> None:
 
 def test_a_secret_in_properties_is_found_as_in_tags() -> None:
     """Properties are kept with the job, as readable as its tags: the secret rules read them too."""
-    from policies.secrets import secrets_in_definition
+    from infra.secrets import secrets_in_definition
     from tests.test_policy_rules import HF_TOKEN
 
     assert secrets_in_definition({"command": "python t.py", "properties": {"hf": HF_TOKEN}}) == [

@@ -335,6 +335,9 @@ CASES = [
     Case("compute-max-nodes", lambda b: aml(b)["scaleSettings"].update(maxNodeCount=64), CLUSTER,
          "64 nodes, above the cap of 32"),
     # environments
+    Case("environment-secrets-in-build-context",
+         setting("aml-gpu-training:infra:Environment", "context_secrets", [".env", "id_rsa"], "tf-gpu"), "tf-gpu",
+         "build context 'environments/tensorflow' holds a credential in id_rsa"),
     Case("environment-image-pinned",
          setting(ENV_VERSION, "properties.image", "mcr.microsoft.com/azureml/curated/acpt-pytorch:latest",
                  "acpt-pytorch-1"), "acpt-pytorch", ":latest"),
@@ -423,6 +426,8 @@ CASES = [
          "HF_TOKEN (holds a Hugging Face token)"),
     Case("run-secrets-in-code", run_setting("ddp-per-process", "code_findings", ["ssh/id_rsa"]), "ddp-per-process",
          "holds a credential in ssh/id_rsa"),
+    Case("secrets-scan-incomplete", run_setting("ddp-per-process", "code_unscanned", ["data/weights.bin"]),
+         "ddp-per-process", "1 file(s) past the 256 MiB scan budget were not read to the end: data/weights.bin"),
     Case("run-low-priority-multi-node", run_setting("ddp-per-process", "cluster.tier", "low_priority"),
          "ddp-per-process", "one preemption ends the run"),
     Case("run-tensorflow-task-count", run_setting("tf-multiworker", "spec.distribution.worker_count", 3),

@@ -241,7 +241,7 @@ def code_with_links(tmp_path: Path) -> Path:
 
 
 def test_the_code_scan_neither_reads_nor_lists_links_leading_outside(code_with_links: Path) -> None:
-    assert code_scan.scan(code_with_links) == ()  # the outside file holds a credential: it was not read
+    assert code_scan.scan(code_with_links).findings == ()  # the outside file holds a credential: it was not read
     assert code_scan.outside_links(code_with_links) == ("creds", "etc", "pkg/gone")
 
 

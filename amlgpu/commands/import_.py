@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infra import secrets
+from model import stackfile
 from model.errors import EXIT_OK, EXIT_POLICY, UserError
 
 
@@ -44,10 +46,20 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _remember_secrets(paths: list[str]) -> None:
+    """The secrets the imported files hold, masked wherever they would show (in an error or the entries)."""
+    for name in paths:
+        path = Path(name)
+        try:
+            if path.is_file() and path.stat().st_size <= stackfile.MAX_BYTES:
+                secrets.remember_in_text(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue  # the importer itself says what is wrong with the file
+
+
 def run(args: argparse.Namespace) -> int:
     from jobs.importer import Context, import_files
     from jobs.importer.emit import append_to_stack, render, write_atomically
-    from model import stackfile
     from model.config import from_stackfile
     from model.project import find_root, load_stack
 
@@ -56,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
     root = find_root()
     stack = load_stack(args.stack, root) if args.stack else None
     ctx = Context(root=root, stack=stack, compute=args.compute, environment=args.environment)
-    drafts = import_files(list(args.paths), ctx, name=args.name)
+    try:
+        _remember_secrets(list(args.paths))
+        drafts = import_files(list(args.paths), ctx, name=args.name)
+        secrets.remember_in([draft.run for draft in drafts])
+    except secrets.TooManySecrets as err:
+        raise UserError(str(err), key="PATH") from None
     for draft in drafts:
         for note in draft.notes:
             print(f"{draft.origin}: note: {note}", file=sys.stderr)

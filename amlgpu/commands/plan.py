@@ -298,6 +298,7 @@ def plan_stack(
 ) -> PlanResult:
     """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
     from amlgpu.plan import run_program
+    from infra.secrets import mask_data
     from jobs.pipeline_render import composite_yaml
     from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE, ResolvedComposite
     from jobs.render import job_yaml
@@ -308,13 +309,14 @@ def plan_stack(
     plan = run_program(stack.name, stack.file, stack.root)
     runs = sorted((ResolvedRun.from_props(r.inputs) for r in plan.by_type(RUN_TYPE)), key=lambda r: r.name)
     # Job files land in <out>/jobs/: the renderer makes each `code` relative to that folder, as
-    # `az ml job create -f` resolves it. A pipeline's steps (a sweep's trial) are written in its own file.
+    # `az ml job create -f` resolves it. A pipeline's steps (a sweep's trial) are written in its own file. A secret
+    # is masked before rendering, so the file stays valid YAML.
     folder = out.resolve() / "jobs"
-    job_files = {run.name: job_yaml(run.spec, code_relative_to=folder, root=stack.root)
+    job_files = {run.name: job_yaml(mask_data(run.spec), code_relative_to=folder, root=stack.root)
                  for run in runs if run.part_of is None}
     for composite in [*plan.by_type(PIPELINE_TYPE), *plan.by_type(SWEEP_TYPE)]:
         job = ResolvedComposite.from_props(composite.inputs)
-        job_files[job.name] = composite_yaml(job.spec, code_relative_to=folder, root=stack.root)
+        job_files[job.name] = composite_yaml(mask_data(job.spec), code_relative_to=folder, root=stack.root)
     report = evaluate(
         [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
         stack_name=stack.name,

@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra import secrets
 from model import NAMESPACE
 from model.errors import UserError
 from model.project import LoadedStack, load_stack
@@ -94,6 +95,10 @@ def _parse_inputs(entries: list[str]) -> dict[str, str]:
         if not sep or not name:
             raise UserError(f"{entry!r} is not NAME=VALUE", key="--input")
         inputs[name] = value
+    try:
+        secrets.remember_in(inputs)  # a token given here is masked in the header's command like the stack's own
+    except secrets.TooManySecrets as err:
+        raise UserError(str(err), key="--input") from None
     return inputs
 
 

@@ -11,12 +11,12 @@ from, the placeholders left where a value cannot be derived statically, and note
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from infra import regex as linear
 from jobs.importer import cliv2, pipeline, sdk, sdk_pipeline
 from jobs.importer.base import Draft, ImportInputError, Placeholder, Source, contains_placeholder
 from jobs.importer.mapping import Context
@@ -110,11 +110,11 @@ def _validate(drafts: list[Draft], ctx: Context) -> None:
             "environments": [None] * (len(values["environments"]) - len(added))
             + [d for d in complete for _ in d.environments],
         }
-        match = re.search(r":(jobs|environments)\[(\d+)\]", err.key or "")
+        match = linear.compile(r":(jobs|environments)\[(\d+)\]").search(err.key or "")
         owner = owners[match.group(1)][int(match.group(2))] if match else None
         if owner is None:
             raise
-        field = re.search(r"\]\.([a-z_]+)", err.key or "")
+        field = linear.compile(r"\]\.([a-z_]+)").search(err.key or "")
         raise ImportInputError(f"{err.key}: {err.message}", file=owner.file,
                                line=owner.line_of(field.group(1) if field else "")) from None
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra import regex as linear
 from model.errors import UserError
 
 PLACEHOLDER_MARK = "TODO(amlgpu import)"
 """Every value left for the user starts with this, so it is found with one search and never planned."""
 
-_SLUG = re.compile(r"[^A-Za-z0-9_-]+")
+_SLUG = linear.compile(r"[^A-Za-z0-9_-]+")
 
 
 class ImportInputError(UserError):

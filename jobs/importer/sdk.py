@@ -39,13 +39,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from infra import bounded
+from infra import regex as linear
 from jobs.importer.base import PLACEHOLDER_MARK, Draft, ImportInputError, Source, contains_placeholder, slug
 from jobs.importer.cliv2 import NO_DISTRIBUTION_NOTE, distribution, inline_environment, local_data
 from jobs.importer.mapping import (
@@ -71,7 +71,7 @@ from model.runs import is_remote_path
 V1_KIND = "SDK v1 ScriptRunConfig"
 V2_KIND = "SDK v2 command()"
 
-_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./{}$-]+$")
+_SHELL_SAFE = linear.compile(r"^[A-Za-z0-9_@%+=:,./{}$-]+$")
 _GENERIC_STEMS = frozenset({"job", "run", "submit", "main", "launch", "pipeline", "train_job", "submit_job"})
 
 
@@ -80,7 +80,7 @@ def _word(token: str) -> str:
     if _SHELL_SAFE.match(token):
         return token
     if "$" in token:
-        return '"' + re.sub(r'(["\\`])', r"\\\1", token) + '"'
+        return '"' + linear.compile(r'(["\\`])').sub(r"\\\1", token) + '"'
     return shlex.quote(token)
 
 
@@ -120,7 +120,7 @@ def read(source: Source, ctx: Context) -> list[Draft]:
                 f"{unread[1]}(...) is called inside a function, class or loop, which import does not follow: "
                 "move the call to the module level (or into main()) with its arguments", file=source.display,
                 line=unread[0])
-        if re.search(r"\b(Estimator|PyTorch|TensorFlow)\s*\(", text):
+        if linear.compile(r"\b(Estimator|PyTorch|TensorFlow)\s*\(").search(text):
             hint = "; SDK v1 estimators are not read: rewrite the estimator as a ScriptRunConfig first"
         raise ImportInputError(
             "no ScriptRunConfig(...) (SDK v1) or command(...) (SDK v2) call: nothing to import" + hint,
@@ -395,8 +395,8 @@ def _argument(draft: Draft, token: Any, previous: Any, inputs: dict[str, Any], l
 
 def _data_input(draft: Draft, ref: DataRef, previous: Any, inputs: dict[str, Any]) -> str:
     flag = previous.lstrip("-").split()[-1] if isinstance(previous, str) and previous.startswith("-") else None
-    base = re.sub(r"[^A-Za-z0-9_]", "_", ref.name or flag or "data")
-    if not re.match(r"[A-Za-z_]", base):
+    base = linear.compile(r"[^A-Za-z0-9_]").sub("_", ref.name or flag or "data")
+    if not linear.compile(r"[A-Za-z_]").match(base):
         base = f"data_{base}"
     name, n = base, 2
     while name in inputs:
@@ -712,7 +712,7 @@ def _v2_identity(draft: Draft, value: Any, line: int) -> Any:
 
 def _v2_environment(ctx: Context, draft: Draft, source: Source, env: Any, line: int, run_name: str) -> str:
     if isinstance(env, str):
-        if not env.startswith("azureml:") and re.fullmatch(r"[^:@/]+(:[^:@/]+|@[^:@/]+)", env):
+        if not env.startswith("azureml:") and linear.compile(r"[^:@/]+(:[^:@/]+|@[^:@/]+)").fullmatch(env):
             env = f"azureml:{env}"  # azure-ai-ml reads "name:version" and "name@label" as asset references
         return map_environment_reference(ctx, draft, env)
     if isinstance(env, Call) and env.name == "Environment" and env.qualified.startswith("azure.ai.ml"):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import csv
 import fnmatch
 import ipaddress
-import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from infra import bounded
 from jobs.resolved import ResolvedRun
 from policies.rule import Violation, resource_rule, run_rule, stack_rule
 from policies.wire import get, inputs, known
@@ -284,10 +284,7 @@ def _options(args: str) -> list[tuple[str, str | None]]:
     """docker run options as (flag, value): ``--flag=value``, ``--flag value``, ``-v value``, ``-v=value``,
     ``-vvalue`` and combined switches (``-itv value``) alike, one-letter options under their long names
     where the rule looks at them (``-v`` -> ``--volume``)."""
-    try:
-        tokens = shlex.split(args)
-    except ValueError:
-        tokens = args.split()
+    tokens = bounded.split_words(args)
     out: list[tuple[str, str | None]] = []
     i = 0
     while i < len(tokens):

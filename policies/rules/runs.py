@@ -8,11 +8,13 @@ of the cluster and environment the stack actually plans.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from infra import regex as linear
 from infra.model import image_pinned
+from infra.secret_scan import BUDGET_BYTES
+from infra.secrets import secret_variables, secrets_in_definition
 from jobs.emulate.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
 from jobs.launchers import (
     DEEPSPEED,
@@ -25,7 +27,7 @@ from jobs.launchers import (
 )
 from jobs.resolved import ResolvedRun
 from policies.rule import Violation, run_rule, stack_rule
-from policies.secrets import secret_variables, secrets_in_definition
+from policies.rules.environments import ENVIRONMENT_COMPONENT
 from policies.stack import Owner, Stack
 from policies.wire import get, inputs, known, same
 
@@ -54,7 +56,8 @@ def _gpu_processes_per_node(run: ResolvedRun) -> int | None:
 
 
 def _uses(run: ResolvedRun, launcher: str, pattern: str) -> bool:
-    return run.launcher == launcher or re.search(pattern, str(run.spec.get("command", "")), re.I) is not None
+    command = str(run.spec.get("command", ""))
+    return run.launcher == launcher or linear.compile("(?i)" + pattern).search(command) is not None
 
 
 def _env_label(run: ResolvedRun) -> str:
@@ -418,8 +421,11 @@ def run_environment_pinned(run: ResolvedRun) -> list[str]:
     return [f"environment {run.environment.id} is not pinned to a version"]
 
 
+_SIZE = linear.compile(r"([0-9]+)([bkmg])")
+
+
 def _gib(size: str) -> float | None:
-    match = re.fullmatch(r"([0-9]+)([bkmg])", size.strip().lower())
+    match = _SIZE.fullmatch(size.strip().lower())
     if not match:
         return None
     return int(match.group(1)) / {"b": 1 << 30, "k": 1 << 20, "m": 1 << 10, "g": 1}[match.group(2)]
@@ -542,6 +548,36 @@ def run_secrets_in_code(run: ResolvedRun) -> list[str]:
     return [f"code folder {run.spec.get('code', '.')!r} holds a credential in {path}" for path in run.code_findings]
 
 
+@stack_rule(
+    id="secrets-scan-incomplete",
+    title="Code folders and build contexts are scanned for secrets to the end",
+    severity="medium",
+    enforcement="advisory",
+    rationale="Code folders and build contexts are read for credentials up to a byte budget per folder, so a "
+    "hostile pull request cannot hold the gate for ever; the files past it were not checked and are uploaded "
+    "all the same. What the gate cannot see is unknown, not a finding: advisory.",
+    remediation="Keep data and checkpoints out of the folder (a data input or a datastore instead), or leave "
+    "them out of the upload with .amlignore.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-save-write-experiment-files",
+    config_key=("code",),
+)
+def secrets_scan_incomplete(stack: Stack) -> list[Violation]:
+    out = [Violation(run, _unscanned(f"code folder {run.spec.get('code')!r}", run.code_unscanned))
+           for run in stack.runs if run.code_unscanned]
+    for environment in stack.of_type(ENVIRONMENT_COMPONENT):
+        left = inputs(environment).get("context_unscanned") or []
+        if left:
+            out.append(Violation(environment, _unscanned(
+                f"build context {inputs(environment).get('build_path')!r}", left)))
+    return out
+
+
+def _unscanned(folder: str, paths: Sequence[str]) -> str:
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"{folder}: {len(paths)} file(s) past the {BUDGET_BYTES >> 20} MiB scan budget were not read to the "
+            f"end: {shown}")
+
+
 @run_rule(
     id="run-low-priority-multi-node",
     title="Multi-node runs avoid low-priority clusters",
@@ -610,7 +646,7 @@ def run_tensorflow_parameter_servers(run: ResolvedRun) -> list[str]:
     return [f"uses {servers} parameter server(s)"] if servers else []
 
 
-_MASTER_TASK = re.compile(r"(task[_-]?type|job[_-]?name|[\"']type[\"'])\s*[=: ]\s*[\"']?master\b", re.I)
+_MASTER_TASK = linear.compile(r"(?i)(task[_-]?type|job[_-]?name|[\"']type[\"'])\s*[=: ]\s*[\"']?master\b")
 
 
 @run_rule(
