@@ -15,6 +15,7 @@ from amlgpu.cli import main
 from infra import capabilities
 from policies.catalogue import RULES
 from tests.conftest import NS, ROOT, dev_config, make_project
+from tests.test_policy_baseline import sarif_fingerprint
 
 PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*.md")))
@@ -92,9 +93,12 @@ def test_the_gitops_guides_first_sample_is_what_the_plan_writes(tmp_path: Path,
     assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "base")]) in (0, 1)
     changed = copy.deepcopy(config)
     changed[f"{NS}:jobs"][0]["distribution"]["process_count_per_instance"] = 4
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": changed}, sort_keys=False))
+    assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "review")]) == 1  # the finding, as reviewed
     expires = (dt.date.today() + dt.timedelta(days=30)).isoformat()
     changed[f"{NS}:waivers"] = [{"rule": "run-gpus-left-idle", "resource": "ddp-train", "expires": expires,
-                                 "reason": "Pipeline-parallel model, each process drives two GPUs (ML-42)"}]
+                                 "reason": "Pipeline-parallel model, each process drives two GPUs (ML-42)",
+                                 "fingerprint": sarif_fingerprint(tmp_path / "review", "run-gpus-left-idle")}]
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": changed}, sort_keys=False))
     assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "head"), "--base", str(tmp_path / "base")]) == 0
     written = (tmp_path / "head" / "policy.md").read_text().replace(str(tmp_path / "base"), "main (<commit>)")

@@ -42,7 +42,7 @@ value = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(value)
 # One write(2) per line: ranks of one node share a pipe, and an unbuffered print() writes the text and the
 # newline separately, so two ranks' lines can interleave ("sum 10 over 4sum 10 over 4").
-os.write(1, f"sum {value.item():g} over {dist.get_world_size()}\n".encode())
+os.write(1, f"sum {value.item():g} over {dist.get_world_size()}\\n".encode())
 dist.destroy_process_group()
 os._exit(0)
 """,
@@ -51,7 +51,7 @@ import os, sys, time
 from pathlib import Path
 rank = os.environ.get("RANK") or os.environ["OMPI_COMM_WORLD_RANK"]
 Path(sys.argv[2], f"{rank}.pid").write_text(str(os.getpid()))
-os.write(1, f"rank {rank} up\n".encode())
+os.write(1, f"rank {rank} up\\n".encode())
 if rank == sys.argv[1]:
     time.sleep(0.5)
     print("giving up", flush=True)

@@ -347,12 +347,16 @@ def test_a_dry_run_prints_the_file_a_submission_sends(job: dict[str, Any], tmp_p
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no Pulumi CLI: the workspace comes from the stack file
     monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
     assert main(["submit", job["name"], "--stack", "test", "--dry-run"]) == 0
-    first, body = capsys.readouterr().out.split("\n", 1)
+    first, second, body = capsys.readouterr().out.split("\n", 2)
     assert first.startswith("# would submit to workspace mlw-gpu-dev")
+    assert second.startswith(f"# job file build/test/jobs/{job['name']}.yml (") and f"name: {job['name']}-" in second
     document = yaml.safe_load(body)
-    assert document["name"].startswith(f"{job['name']}-") and document["type"] == job["type"]
-    (project / "job.yml").write_text(body)  # what `az ml job create -f job.yml` would be given
-    loaded = _load(project / "job.yml")
+    assert "name" not in document and document["type"] == job["type"]  # the submission adds its own name
+    # What `az ml job create -f` reads at the path the plan writes (paths in it are relative to that folder).
+    planned = project / "build" / "test" / "jobs" / f"{job['name']}.yml"
+    planned.parent.mkdir(parents=True)
+    planned.write_text(body)
+    loaded = _load(planned)
     trial = loaded.trial if job["type"] == "sweep" else loaded.jobs["train"]
     assert (trial.distribution.process_count_per_instance, trial.resources.instance_count) == (8, 2)
 

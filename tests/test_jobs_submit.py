@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ from tests import aml_workspace as aml
 from tests.azure_spec import validator
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.replay_http import TENANT, Answer, RecordedToken, Replay, bearer_claims, blob_answer, json_body
+from tests.test_policy_baseline import sarif_fingerprint
 
 pytestmark = [pytest.mark.filterwarnings("ignore:::marshmallow"), pytest.mark.filterwarnings("ignore:::azure")]
 
@@ -260,12 +262,15 @@ def _with_idle_gpus(project: Path, *, waived: bool) -> None:
     """ddp-train starting 4 processes on 8-GPU nodes (run-gpus-left-idle, mandatory), planned again."""
     config = dev_with_hello()
     config[f"{NS}:jobs"][0]["distribution"]["process_count_per_instance"] = 4
-    if waived:
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    assert main(["plan", "--stack", "dev"]) == 1  # the plan writes its outputs either way
+    if waived:  # approved as in review: for the finding the plan showed (its fingerprint)
         expires = (dt.date.today() + dt.timedelta(days=30)).isoformat()
         config[f"{NS}:waivers"] = [{"rule": "run-gpus-left-idle", "resource": "ddp-train", "expires": expires,
-                                    "reason": "half the GPUs on purpose: profiling a 4-process layout (ML-77)"}]
-    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
-    assert main(["plan", "--stack", "dev"]) == (0 if waived else 1)  # the plan writes its outputs either way
+                                    "reason": "half the GPUs on purpose: profiling a 4-process layout (ML-77)",
+                                    "fingerprint": sarif_fingerprint(project / "build" / "dev", "run-gpus-left-idle")}]
+        (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+        assert main(["plan", "--stack", "dev"]) == 0
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "submit"])
@@ -368,8 +373,8 @@ def test_submit_sends_the_planned_job_through_azure_ml_and_follows_it_to_complet
     assert sent["environmentVariables"] == planned["environment_variables"]
 
     out = capsys.readouterr().out
-    assert ("note: the workspace's storage account takes no public traffic (network.operator_ip_ranges is empty): "
-            "the code upload works only from inside the network\n") in out
+    assert ("note: the workspace's storage account takes public traffic only from network.operator_ip_ranges "
+            "(203.0.113.0/24): the code upload works from those addresses or from inside the network\n") in out
     assert f"submitted {job} to workspace mlw-gpu-dev (resource group rg-aml-gpu-dev, subscription " in out
     assert f"studio: {aml.studio_url(job)}&tid={TENANT}\n" in out  # azure-ai-ml adds the token's tenant
     assert TRAINING_LOG in out
@@ -411,6 +416,18 @@ def test_a_job_that_does_not_complete_exits_1_with_the_cause(
     assert "note: log: a GPU ran out of memory (CUDA out of memory): lower the per-GPU batch size" in out
 
 
+@pytest.mark.parametrize(("ranges", "notice"), [
+    ([], "the workspace's storage account takes no public traffic (network.operator_ip_ranges is empty): the code "
+         "upload works only from inside the network"),
+    (["203.0.113.0/24", "198.51.100.7"], "the workspace's storage account takes public traffic only from "
+     "network.operator_ip_ranges (203.0.113.0/24, 198.51.100.7): the code upload works from those addresses or from "
+     "inside the network"),
+])
+def test_the_upload_notice_says_where_the_code_upload_works_from(ranges: list[str], notice: str) -> None:
+    config = SimpleNamespace(network=SimpleNamespace(operator_ip_ranges=ranges))
+    assert submit.upload_notice(config) == notice  # type: ignore[arg-type]
+
+
 def test_storage_refusing_the_upload_is_one_line_naming_the_fix(
     project: Path, azure: Callable[[dict[str, Any]], Replay], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -421,7 +438,7 @@ def test_storage_refusing_the_upload_is_one_line_naming_the_fix(
     replay = azure(routes)
     assert submit_command("ddp-train", "--stack", "dev") == 2
     captured = capsys.readouterr()
-    assert captured.out.startswith("note: the workspace's storage account takes no public traffic")
+    assert captured.out.startswith("note: the workspace's storage account takes public traffic only from ")
     assert captured.err.splitlines()[-1] == (
         "error: build/dev/outputs.json and AZURE_SUBSCRIPTION_ID: submitting run 'ddp-train': storage account "
         f"{aml.ACCOUNT} refused the request at its firewall: add this machine's public address to "

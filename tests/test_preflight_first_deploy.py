@@ -139,7 +139,7 @@ def test_without_knowing_who_signed_in_the_missing_group_is_unknown(preflight: R
 
 
 def test_the_object_id_is_the_tokens_oid_claim() -> None:
-    assert token_object_id(SIGNED_IN.token) == OID
+    assert token_object_id(SIGNED_IN.get_token("https://management.azure.com/.default").token) == OID
     assert token_object_id("recorded-token") is None
     assert token_object_id("a.!!!.c") is None
 

@@ -101,7 +101,7 @@ def test_a_flagged_secret_is_masked_in_every_artifact_and_message(tmp_path: Path
     assert "--hf-token [secret]" in job["command"] and "wandb login [secret]" in job["command"]
 
 
-def test_submit_dry_run_prints_the_masked_job_and_accepts_the_masked_plan(tmp_path: Path) -> None:
+def test_submit_dry_run_accepts_the_masked_plan_and_refuses_the_secret_unprinted(tmp_path: Path) -> None:
     config = good_config()
     _run(config).update(environment_variables={"HF_TOKEN": HF, "WANDB_API_KEY": WANDB})
     project = make_project(tmp_path / "project", config, stack=STACK)
@@ -110,8 +110,11 @@ def test_submit_dry_run_prints_the_masked_job_and_accepts_the_masked_plan(tmp_pa
     outcome = amlgpu(project, "submit", "ddp", "--stack", STACK, "--dry-run",
                      env={"AZURE_SUBSCRIPTION_ID": "11111111-1111-1111-1111-111111111111"})
 
-    assert outcome.code == 0, outcome.err
-    assert "HF_TOKEN: [secret]" in outcome.out
+    # Exit 1, not 2: the run matched the plan's masked outputs.json (a mismatch is refused as bad input
+    # first), then the gate refused it for the secrets it holds, naming them, never printing them.
+    assert outcome.code == 1, outcome.err
+    assert "run-secrets-in-environment-variables" in outcome.err and "environment variable HF_TOKEN" in outcome.err
+    assert "submit refused: run 'ddp' fails a mandatory policy" in outcome.err
     _assert_nowhere({"stdout": outcome.out, "stderr": outcome.err})
 
 
