@@ -321,6 +321,22 @@ _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT_WORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)(.*)", re.S)
 _PLACEHOLDER = re.compile(rb"\$\{\{[^{}\n]{1,200}\}\}")
+_EXPANSION_EDGE = re.compile(rb"\$[({\[]|[)}\]]")
+"""Where a ``$(``, ``${`` or ``$[`` expansion opens, and any closing bracket: :func:`_expansion_depth`."""
+
+
+def _expansion_depth(src: bytes) -> int:
+    """How deep ``$(``, ``${`` and ``$[`` expansions nest in ``src`` at most, counted without quoting rules
+    (an upper bound on what bash would nest). Read before parsing, in one linear pass: tree-sitter's error
+    recovery takes seconds on thousands of unclosed expansions (``$[[$[[...``), and no command nests deep."""
+    depth = deepest = 0
+    for edge in _EXPANSION_EDGE.finditer(src):
+        if edge.group(0)[:1] == b"$":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif depth:
+            depth -= 1
+    return deepest
 _INT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|[0-9]+#[0-9A-Za-z@_]+|0[0-7]*|[1-9][0-9]*)\s*")
 _INTMAX = 1 << 63
 
@@ -487,10 +503,15 @@ class _Shell:
         src = original
         if self.placeholders is not None:
             src = _PLACEHOLDER.sub(self._placeholder, original)
+        if _expansion_depth(src) > MAX_DEPTH:
+            raise _Stop("too deep", f"expansions nested more than {MAX_DEPTH} levels deep")
         deadline = self.deadline
+        view = memoryview(src)
 
-        def read(offset: int, _point: tuple[int, int]) -> bytes:
-            return src[offset:offset + 65536]
+        def read(offset: int, _point: tuple[int, int]) -> memoryview:
+            # A view, not a copy: tree-sitter keeps every chunk it was given until the parse ends (a copy per
+            # call took a gigabyte on one 64 KiB command).
+            return view[offset:offset + 65536]
 
         try:
             tree = self.parser.parse(read, progress_callback=lambda *_: time.monotonic() > deadline)

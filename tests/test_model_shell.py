@@ -280,3 +280,12 @@ def test_a_parse_past_the_time_bound_is_unknown_not_an_error() -> None:
     text = "echo step\n" * 20_000 + "torchrun --nnodes 2 train.py\n"  # long enough for tree-sitter to ask
     script = evaluate(text, budget=shell.Budget(seconds=-1.0))
     assert not script.complete and {u.kind for u in script.unknowns} == {"timeout"}
+
+
+@pytest.mark.parametrize("opener", ["$[[", "$(", "${"])
+def test_thousands_of_unclosed_expansions_are_too_deep_before_parsing(opener: str) -> None:
+    """tree-sitter's error recovery takes seconds on thousands of unclosed expansions: such a text is refused by
+    a linear count of its expansions before it is parsed. Balanced expansions of ordinary depth parse as usual."""
+    script = evaluate("python train.py " + opener * 20_000)
+    assert not script.complete and [u.kind for u in script.unknowns] == ["too deep"]
+    assert evaluate('echo "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"').complete
