@@ -92,6 +92,16 @@ class CleanStream:
                 self._emit(ready)
         self.stream.flush()
 
+    def write_control(self, sequence: str) -> None:
+        """Write the tool's own terminal control (``\r``, an erase-line sequence: run-local's status line on a
+        terminal) as it is, never user data: the line held back is written first, and what follows starts a
+        new line."""
+        if self._line:
+            self._emit(self._line)
+            self._line = ""
+        self.stream.write(sequence)
+        self._started = False
+
     def finish(self) -> None:
         """Write what is held back (the command is ending: nothing can follow it on the line)."""
         if self._line:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from amlgpu.terminal import CleanStream
 from jobs.emulate.launcher import LaunchPlan, ProcessSpec, RunResult
 from jobs.emulate.local import LocalProcessLauncher
 
@@ -130,6 +131,18 @@ def test_the_status_line_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
     piped = io.StringIO()  # not a TTY: no status line, so logs stay clean
     LocalProcessLauncher(out=io.StringIO(), err=piped).launch(plan)
     assert piped.getvalue() == ""
+
+
+def test_the_status_line_is_drawn_past_the_sanitiser_every_command_prints_through(tmp_path: Path) -> None:
+    """Every command prints through amlgpu.terminal.CleanStream, which drops control characters from what it
+    is given: the status line's own erase sequence goes past it, the status text through it."""
+    specs = (py("rank 0", "import time; time.sleep(0.6)"),)
+    terminal = io.StringIO()
+    err = CleanStream(terminal)
+    LocalProcessLauncher(out=io.StringIO(), err=err, status_line=True).launch(LaunchPlan("t", specs, cwd=tmp_path))
+    err.finish()
+    assert "\r\x1b[Krun-local: 1 running, 0 exited (0 failed), 0s" in terminal.getvalue()
+    assert "[K" not in terminal.getvalue().replace("\x1b[K", "")  # no half-stripped escape left behind
 
 
 # A worker the way torchrun starts one: in a session of its own (torch.distributed.elastic's

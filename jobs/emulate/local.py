@@ -258,7 +258,9 @@ class _Console:
 
     def _clear(self) -> None:
         if self.status_enabled and self.status:
-            self.err.write("\r\x1b[K")
+            # Terminal control of our own: past a stream that drops control characters from what it prints
+            # (amlgpu.terminal.CleanStream, in front of every command's output), not through it.
+            getattr(self.err, "write_control", self.err.write)("\r\x1b[K")
             self.err.flush()
 
     def _draw(self) -> None:
