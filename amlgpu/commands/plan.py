@@ -14,6 +14,14 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
 (nothing written).
+
+Several stacks in one process: ``--stack`` repeated, ``--all`` (every ``Pulumi.<stack>.yaml``) or
+``--changed-since GIT_REF`` (those whose inputs changed, :mod:`amlgpu.changes`). The libraries are loaded
+once; each stack is planned on its own (the engine's settings, stack config and registrations start
+afresh for each, see :func:`amlgpu.plan.run_program`) into ``<out>/<stack>/`` (``--out`` is then the
+folder holding one per stack; default ``build/<stack>/``), and ``--base DIR`` reads ``DIR/<stack>/``.
+A stack with bad input is reported and the others are still planned. The exit code is the worst
+stack's (2 over 1 over 0); a summary table ends the output.
 """
 
 from __future__ import annotations
@@ -22,12 +30,15 @@ import argparse
 import gc
 import sys
 import time
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
+from amlgpu.outcome import StackOutcome, worst
 from model.errors import EXIT_OK, EXIT_POLICY, UserError
-from model.project import LoadedStack, load_stack
+from model.project import LoadedStack, find_root, load_stack
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
@@ -44,15 +55,27 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
-    parser.add_argument("--out", type=Path, help="output folder (default: build/<stack>)")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
+    parser.add_argument("--stack", "-s", action="append", dest="stacks", metavar="STACK",
+                        help="stack name: reads Pulumi.<stack>.yaml; repeat it to plan several stacks in one process")
+    parser.add_argument("--all", action="store_true", help="plan every Pulumi.<stack>.yaml of the project")
+    parser.add_argument("--changed-since", metavar="GIT_REF",
+                        help="plan only the stacks (those of --stack, else all) whose inputs changed since GIT_REF: "
+                        "the stack file, the folders and files it names, its pack config; a change to the program "
+                        "or the policies plans them all")
+    parser.add_argument("--out", type=Path,
+                        help="output folder (default: build/<stack>); when several stacks are planned (--stack "
+                        "repeated, --all, --changed-since), the folder holding a <stack>/ folder for each")
+    parser.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                        help="stdout format; markdown: the pull-request comment (a summary table, then each "
+                        "stack's policy.md)")
     parser.add_argument("--policy-config", type=Path,
                         help="policy pack config (JSON): enforcement, parameters, platform waivers "
                         "(default: policies/config.<stack>.json, else policies/config.json, when the project has one)")
     parser.add_argument("--base", metavar="DIR_OR_GIT_REF",
                         help="compare with a base: an earlier plan folder, or a git ref planned in a temporary "
-                        "worktree with its own code; writes diff.json and a diff section atop policy.md")
+                        "worktree with its own code; writes diff.json and a diff section atop policy.md. With "
+                        "several stacks, DIR holds a plan folder per stack (DIR/<stack>/; a stack it lacks is "
+                        "planned without a diff)")
     parser.add_argument("--prices", type=Path, metavar="FILE",
                         help="pricing table overriding infra/prices.json figure by figure (e.g. negotiated rates)")
     parser.set_defaults(func=run)
@@ -66,6 +89,18 @@ FULL_COLLECTION_EVERY = 1000
 """Collections of the middle generation between two full collections (Python's default: 10). See :func:`run`."""
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What every stack of one command is planned with."""
+
+    policy_config: Path | None
+    prices: Any
+    base: str | None
+    format: str
+    several: bool
+    """Several stacks: ``--out`` and a ``--base`` folder hold one folder per stack."""
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # A plan loads pulumi_azure_native and azure-ai-ml, over 400,000 long-lived objects, and then the
@@ -74,26 +109,46 @@ def run(args: argparse.Namespace) -> int:
     # generations are still collected as often as before and free the cyclic garbage: peak memory is unchanged.
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-    stack = load_stack(args.stack)
-    out = args.out or stack.root / "build" / stack.name
+    names = list(dict.fromkeys(args.stacks or ()))
+    if args.all and names:
+        raise UserError("--stack and --all both name the stacks to plan: give one of them", key="--all")
+    several = bool(args.all or args.changed_since or len(names) > 1)
+    if not several and not names:
+        raise UserError("name the stack to plan: --stack S (repeat it for several), --all, or --changed-since "
+                        "GIT_REF", key="--stack")
+    settings = Settings(args.policy_config, _prices(args.prices), args.base, args.format, several)
+    if several:
+        code = _plan_several(args, names, settings)
+    else:
+        result, out = plan_one(names[0], args.out, settings)
+        _show(result, out, settings)
+        code = _exit_code(result)
+    _progress(f"Done in {time.monotonic() - started:.1f}s.")
+    return code
+
+
+def _exit_code(result: PlanResult) -> int:
+    return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
+
+
+def plan_one(name: str, out: Path | None, settings: Settings) -> tuple[PlanResult, Path]:
+    """Plan stack ``name`` into ``out`` (default ``build/<name>``): read it, run the program, check the
+    policies, diff against the base, write every artifact at once. Bad input raises a UserError with
+    nothing written."""
+    stack = load_stack(name)
+    out = out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     pack_config = None
     from policies.packconfig import default_path, load
 
-    config_path = args.policy_config or default_path(stack.root, stack.name)
-    if args.policy_config or config_path.is_file():
+    config_path = settings.policy_config or default_path(stack.root, stack.name)
+    if settings.policy_config or config_path.is_file():
         pack_config = load(config_path)
-    prices = _prices(args.prices)
-    base = None
-    if args.base:
-        from amlgpu.base import load_base
-
-        _progress(f"Planning the base {args.base!r}...")
-        base = load_base(args.base, stack.root, stack.name)
-
-    _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
-    result = plan_stack(stack, out, pack_config=pack_config, prices=prices)
-    result.review(prices, base)
+    base = _base(settings, stack)
+    if not settings.several:
+        _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
+    result = plan_stack(stack, out, pack_config=pack_config, prices=settings.prices)
+    result.review(settings.prices, base)
     try:
         with atomic_directory(out) as staging:
             result.write(staging)
@@ -106,20 +161,135 @@ def run(args: argparse.Namespace) -> int:
             f"note: code folder {folder!r}: symbolic links leading outside it are neither scanned nor "
             f"uploaded: {', '.join(links)}"
         )
-    if args.format == "json":
-        print(canonical_json(result.summary(out)), end="")
-        from amlgpu.render import findings_text
+    return result, out
 
-        # stdout is the JSON document; the terminal still shows what failed.
-        for line in findings_text(result.report, stack.file.display, stack.file.line_of):
-            print(line, file=sys.stderr)
-    else:
+
+def _base(settings: Settings, stack: LoadedStack) -> Any:
+    """The base ``stack`` is compared with (None without ``--base``): with several stacks, a folder's
+    ``<stack>/`` (None when it holds no plan of the stack: a new stack, or one the base could not plan)."""
+    if not settings.base:
+        return None
+    from amlgpu.base import load_base, read_plan_folder
+
+    if settings.several and Path(settings.base).is_dir():
+        folder = Path(settings.base) / stack.name
+        if not (folder / "resources.json").is_file():
+            _progress(f"note: {settings.base} holds no plan of stack {stack.name!r} ({folder}/resources.json): "
+                      "planned without a diff")
+            return None
+        return read_plan_folder(folder)
+    _progress(f"Planning the base {settings.base!r}...")
+    return load_base(settings.base, stack.root, stack.name)
+
+
+def _show(result: PlanResult, out: Path, settings: Settings) -> None:
+    """One stack's report on the terminal (``--format text``) or, when stdout is a document (JSON, markdown),
+    what failed on stderr; a single stack's document too."""
+    stack = result.stack
+    if settings.format == "text":
         from amlgpu.preflight import render_offline
 
         print(result.render_text(out))
         print("\n".join(render_offline(stack.config)))
-    _progress(f"Done in {time.monotonic() - started:.1f}s.")
-    return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
+        return
+    if not settings.several:
+        if settings.format == "json":
+            print(canonical_json(result.summary(out)), end="")
+        else:
+            from amlgpu.comment import pr_comment
+
+            print(pr_comment([_outcome(result, out, settings)]), end="")
+    from amlgpu.render import findings_text
+
+    # stdout is the document; the terminal still shows what failed.
+    for line in findings_text(result.report, stack.file.display, stack.file.line_of):
+        print(line, file=sys.stderr)
+
+
+def _outcome(result: PlanResult, out: Path, settings: Settings) -> StackOutcome:
+    report, cost = result.report, result.cost
+    return StackOutcome(
+        stack=result.stack.name, exit_code=_exit_code(result), out=_display_path(out),
+        mandatory=report.mandatory_failures, advisory=report.advisory_failures, waived=report.waived,
+        ceiling_usd_per_hour=cost.ceiling_usd_per_hour if cost is not None else None,
+        priced_ceiling_usd_per_hour=cost.priced_ceiling_usd_per_hour if cost is not None else 0.0,
+        diff=result.diff["verdict"] if result.diff is not None else None,
+        policy_md=result.policy_markdown() if settings.format == "markdown" else None,
+        summary=result.summary(out) if settings.format == "json" else {},
+    )
+
+
+def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings) -> int:
+    """Plan each selected stack in turn; then the summary table (or the JSON / markdown document)."""
+    root = find_root()
+    candidates = names or stack_names(root)
+    if not candidates:
+        raise UserError(f"no stack file (Pulumi.<stack>.yaml) in {root}", key="--all")
+    since: str | None = None
+    deleted: list[str] = []
+    selected = candidates
+    if args.changed_since:
+        selected, deleted, since = _changed(root, args, candidates, everything=not names)
+    outcomes: list[StackOutcome] = []
+    for i, name in enumerate(selected, 1):
+        _progress(f"[{i}/{len(selected)}] Planning stack {name!r} offline...")
+        out = args.out / name if args.out else None
+        try:
+            with warnings.catch_warnings():  # a warning shown for one stack is shown again for the next
+                result, out = plan_one(name, out, settings)
+        except UserError as err:
+            print(err.report(), file=sys.stderr)
+            outcomes.append(StackOutcome(stack=name, exit_code=err.exit_code, error=str(err)))
+            continue
+        if settings.format == "text" and i > 1:
+            print()
+        _show(result, out, settings)
+        outcomes.append(_outcome(result, out, settings))
+        del result  # one plan in memory at a time
+    unchanged = len(candidates) - len(selected)
+    if settings.format == "json":
+        document: dict[str, Any] = {"stacks": [o.to_json() for o in outcomes], "exit_code": worst(
+            o.exit_code for o in outcomes)}
+        if since is not None:
+            document["changed_since"] = {"ref": since, "unchanged": sorted(set(candidates) - set(selected)),
+                                         "deleted": deleted}
+        print(canonical_json(document), end="")
+    elif settings.format == "markdown":
+        from amlgpu.comment import pr_comment
+
+        print(pr_comment(outcomes, deleted=deleted, unchanged=unchanged, since=since), end="")
+    else:
+        from amlgpu.render import summary_table
+
+        print(("\n" if outcomes else "") + summary_table(outcomes, deleted=deleted, unchanged=unchanged, since=since))
+    return worst(o.exit_code for o in outcomes)
+
+
+def stack_names(root: Path) -> list[str]:
+    """Every stack of the project: the ``<stack>`` of each ``Pulumi.<stack>.yaml`` at its root, sorted."""
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
+
+
+def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *,
+             everything: bool) -> tuple[list[str], list[str], str]:
+    """The candidates whose inputs changed since ``--changed-since``, the stacks deleted since (when the
+    candidates are every stack), and the ref as shown; why each is planned on stderr."""
+    from amlgpu.changes import select
+
+    given = [p for p in (args.policy_config, args.prices) if p is not None]
+    selection = select(root, args.changed_since, candidates, every_stack=everything, read_by_every_plan=given)
+    label = selection.changes.label
+    if selection.impact.program:
+        program = selection.impact.program
+        shown = ", ".join(program[:3]) + (f" and {len(program) - 3} more" if len(program) > 3 else "")
+        _progress(f"Changed since {label}: the program ({shown}): every stack is planned.")
+    else:
+        why = "; ".join(f"{name} ({reason})" for name, reason in selection.reasons().items())
+        _progress(f"Changed since {label}: {len(selection.planned)} of {len(candidates)} stack(s) to plan"
+                  + (f": {why}" if why else "") + ".")
+    for name in selection.deleted:
+        _progress(f"Deleted since {label}: stack {name!r} (Pulumi.{name}.yaml): nothing to plan.")
+    return list(selection.planned), list(selection.deleted), selection.changes.ref
 
 
 class PlanResult:
@@ -159,7 +329,6 @@ class PlanResult:
 
     def write(self, folder: Path) -> None:
         from policies.sarif import to_sarif
-        from policies.summary import markdown
         from policies.waivers import to_records
 
         write_text(folder / "resources.json", canonical_json(self.resources))
@@ -168,18 +337,22 @@ class PlanResult:
             write_text(folder / "jobs" / f"{name}.yml", text)
         sarif = to_sarif(self.report, self.stack.file.display, self.stack.file.line_of)
         write_text(folder / "policy.sarif", canonical_json(sarif))
-        from amlgpu.review import cost_markdown, diff_markdown
-
-        top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
-        bottom = cost_markdown(self.cost, self._cost_change) if self.cost is not None else ""
-        verdict = markdown(self.report, self.stack.name, base_waivers=self.base_waivers)
-        write_text(folder / "policy.md", top + verdict + bottom)
+        write_text(folder / "policy.md", self.policy_markdown())
         write_text(folder / "waivers.json", canonical_json(to_records(self.report.waivers)))
         if self.cost is not None:
             write_text(folder / "cost.json", canonical_json(self.cost.to_json()))
         if self.diff is not None:
             write_text(folder / "diff.json", canonical_json(self.diff))
         write_text(folder / "preflight.json", canonical_json(self.preflight()))
+
+    def policy_markdown(self) -> str:
+        """``policy.md``: the diff against the base (with ``--base``), the policy verdict, the cost."""
+        from amlgpu.review import cost_markdown, diff_markdown
+        from policies.summary import markdown
+
+        top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
+        bottom = cost_markdown(self.cost, self._cost_change) if self.cost is not None else ""
+        return top + markdown(self.report, self.stack.name, base_waivers=self.base_waivers) + bottom
 
     def preflight(self) -> dict[str, Any]:
         """The preflight's offline half (``amlgpu preflight``): vCPU demand per family, permissions needed."""
