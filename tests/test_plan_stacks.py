@@ -1,0 +1,202 @@
+"""``amlgpu plan`` with several stacks in one process: ``--stack`` repeated and ``--all``.
+
+Each stack is planned in isolation: its artifacts are byte for byte those of the stack planned alone in a
+fresh process, whatever was planned before it in the same process (a stack with another subscription, a
+pack config of its own, a stack with bad input). Each gets ``<out>/<stack>/``; the exit code is the worst
+stack's; a stack with bad input is reported and the others still planned; Ctrl-C leaves each stack's folder
+whole or as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from amlgpu.cli import main
+from amlgpu.commands.plan import OUTPUT_LAYOUT
+from tests.conftest import NS, ROOT, dev_config, make_project
+from tests.test_reliability_corpus import amlgpu, leftovers, snapshot
+
+BROKEN = {"config": {f"{NS}:clusters": 3}}
+"""A stack file the model refuses (exit 2)."""
+
+
+def _failing() -> dict[str, Any]:
+    """The dev stack with public IPs on its nodes: a mandatory policy fails (exit 1)."""
+    config = dev_config()
+    config[f"{NS}:clusters"][0]["enable_node_public_ip"] = True
+    return config
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """dev and prod as shipped (prod pins a subscription and has a pack config of its own), a stack whose
+    policy gate fails, and one with bad input."""
+    folder = make_project(tmp_path_factory.mktemp("stacks") / "project", dev_config(), stack="dev")
+    shutil.copy(ROOT / "Pulumi.prod.yaml", folder / "Pulumi.prod.yaml")
+    (folder / "policies").mkdir()
+    shutil.copy(ROOT / "policies" / "config.prod.json", folder / "policies" / "config.prod.json")
+    (folder / "Pulumi.failing.yaml").write_text(yaml.safe_dump({"config": _failing()}, sort_keys=False))
+    (folder / "Pulumi.broken.yaml").write_text(yaml.safe_dump(BROKEN))
+    return folder
+
+
+def test_planning_a_stack_after_others_gives_the_bytes_of_planning_it_alone(project: Path) -> None:
+    """The proof of isolation: prod (its own subscription id, pack config and resources) then a stack with
+    bad input then dev, in one process; dev then prod in another; each stack alone in a fresh process."""
+    together = amlgpu(project, "plan", "--stack", "prod", "--stack", "broken", "--stack", "dev",
+                      "--out", "build/together")
+    assert together.code == 2, together.err
+    assert sorted(p.name for p in (project / "build" / "together").iterdir()) == ["dev", "prod"]
+    reverse = amlgpu(project, "plan", "--stack", "dev", "--stack", "prod", "--out", "build/reverse")
+    assert reverse.code == 0, reverse.err
+    for name in ("dev", "prod"):
+        alone = amlgpu(project, "plan", "--stack", name, "--out", f"build/alone/{name}")
+        assert alone.code == 0, alone.err
+        expected = snapshot(project / "build" / "alone" / name)
+        assert {"resources.json", "outputs.json", "policy.md", "policy.sarif", "cost.json"} <= set(expected)
+        assert snapshot(project / "build" / "together" / name) == expected, name
+        assert snapshot(project / "build" / "reverse" / name) == expected, name
+
+
+def _plan(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project)
+        code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_worst_exit_code_wins_and_a_bad_stack_stops_nothing(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _plan(project, capsys, "--stack", "broken", "--stack", "failing", "--stack", "dev",
+                           "--out", "build/worst")
+    assert code == 2
+    assert [line for line in err.splitlines() if line.startswith("[")] == [
+        "[1/3] Planning stack 'broken' offline...", "[2/3] Planning stack 'failing' offline...",
+        "[3/3] Planning stack 'dev' offline..."]
+    assert "Pulumi.broken.yaml:2:3  aml-gpu-training:clusters  expected a list" in err and "Traceback" not in err
+    assert sorted(p.name for p in (project / "build" / "worst").iterdir()) == ["dev", "failing"]
+    # Each stack's own report, then the summary table.
+    assert out.count("Plan for stack ") == 2
+    table = out[out.index("\nStack "):].strip().splitlines()
+    assert table[0].split() == ["Stack", "Verdict", "Mandatory", "Advisory", "Cost/h", "(USD)"]
+    rows = {line.split()[0]: line.split() for line in table[1:4]}
+    assert rows["broken"][1:] == ["bad", "input", "-", "-", "-"]
+    assert rows["failing"][1:3] == ["failed", "1"] and rows["dev"][1:3] == ["passed", "0"]
+    assert table[4] == "3 stacks planned: 1 passed, 1 failed a mandatory policy, 1 bad input (exit 2)."
+
+    assert _plan(project, capsys, "--stack", "failing", "--stack", "dev", "--out", "build/worst")[0] == 1
+    assert _plan(project, capsys, "--stack", "dev", "--stack", "prod", "--out", "build/worst")[0] == 0
+
+
+def test_all_plans_every_stack_file_into_its_own_folder_and_json_has_one_entry_each(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _plan(project, capsys, "--all", "--format", "json")
+    assert code == 2
+    document = json.loads(out)
+    assert [s["stack"] for s in document["stacks"]] == ["broken", "dev", "failing", "prod"]
+    assert [s["exit_code"] for s in document["stacks"]] == [2, 0, 1, 0]
+    assert document["exit_code"] == 2
+    broken, dev = document["stacks"][:2]
+    assert broken["error"].startswith("Pulumi.broken.yaml") and "out" not in broken
+    assert dev["out"] == "build/dev" and dev["policy"]["mandatory_failures"] == 0
+    for name in ("dev", "failing", "prod"):
+        assert (project / "build" / name / "resources.json").is_file()
+    assert not (project / "build" / "broken").exists()
+
+
+def test_the_markdown_document_is_one_comment_with_a_section_per_stack(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _plan(project, capsys, "--stack", "dev", "--stack", "failing", "--format", "markdown",
+                         "--out", "build/comment")
+    assert code == 1
+    assert out.startswith("## ❌ amlgpu plan: 2 stacks\n\n| Stack | Verdict |")
+    assert "| `failing` | ❌ failed | 1 |" in out and "| `dev` | ✅ passed | 0 |" in out
+    # Sections: the failed stack first and open, each holding the policy.md written for it.
+    failing_at, dev_at = out.index("<details open>\n<summary>❌ <code>failing</code>"), out.index(
+        "<details>\n<summary>✅ <code>dev</code>")
+    assert failing_at < dev_at
+    for name in ("dev", "failing"):
+        assert (project / "build" / "comment" / name / "policy.md").read_text() in out
+
+
+def test_several_stacks_need_several_names_and_one_way_of_naming_them(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _plan(project, capsys, "--all", "--stack", "dev")
+    assert code == 2 and "--all: --stack and --all both name the stacks" in err
+    code, _, err = _plan(project, capsys)
+    assert code == 2 and "error: --stack: name the stack to plan" in err
+    empty = make_project(project.parent / "empty", dev_config(), stack="x")
+    (empty / "Pulumi.x.yaml").unlink()
+    code, _, err = _plan(empty, capsys, "--all")
+    assert code == 2 and "no stack file (Pulumi.<stack>.yaml)" in err
+
+
+def test_a_base_folder_holds_a_plan_per_stack(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _plan(project, capsys, "--stack", "dev", "--out", "build/base/dev")[0] == 0
+    code, _, err = _plan(project, capsys, "--stack", "dev", "--stack", "prod", "--out", "build/head",
+                         "--base", "build/base")
+    assert code == 0
+    diff = json.loads((project / "build" / "head" / "dev" / "diff.json").read_text())
+    assert diff["base"] == "build/base/dev" and diff["verdict"].startswith("No change")
+    # prod has no plan in the base folder (a new stack, or one the base could not plan): no diff, said so.
+    assert not (project / "build" / "head" / "prod" / "diff.json").exists()
+    assert "note: build/base holds no plan of stack 'prod'" in err
+
+
+SLOW_WRITE = """
+import sys, time
+from amlgpu import interrupts
+interrupts.install()  # what the console script does: `python -c` is not it
+import amlgpu.commands.plan as plan
+from amlgpu import artifacts
+
+def write_text(path, text):
+    artifacts.write_text(path, text)
+    time.sleep(0.3)
+
+plan.write_text = write_text
+from amlgpu.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _complete(folder: Path) -> bool:
+    """Whether ``folder`` holds a whole plan: every file a plan without --base writes."""
+    expected = {name for name, suffix in OUTPUT_LAYOUT.items() if suffix is None} - {"diff.json"}
+    return expected <= {p.name for p in folder.iterdir()}
+
+
+def test_ctrl_c_in_the_second_stack_exits_130_and_leaves_no_half_written_folder(project: Path) -> None:
+    """The first stack's folder is whole, the second's staging folder is gone, the third is not started."""
+    out = project / "build" / "interrupted"
+    process = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, "plan", "--stack", "dev", "--stack", "prod",
+                                "--stack", "failing", "--out", str(out)], cwd=project,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not any(p.suffix == ".tmp" and any(p.iterdir()) for p in out.glob(".prod.*")):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == "interrupted" and "Traceback" not in stdout + stderr
+    assert sorted(p.name for p in out.iterdir()) == ["dev"]
+    assert _complete(out / "dev")
+    assert leftovers(out) == []
