@@ -153,7 +153,8 @@ class Changes:
 
     @property
     def label(self) -> str:
-        return f"{self.ref} ({self.commit[:12]})"
+        """The ref as shown: its name and commit (the commit alone when the ref is one)."""
+        return self.commit[:12] if self.commit.startswith(self.ref) else f"{self.ref} ({self.commit[:12]})"
 
     def deleted_stacks(self) -> list[str]:
         """Stacks whose ``Pulumi.<stack>.yaml`` existed at the merge base and is gone now."""
