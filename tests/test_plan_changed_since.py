@@ -200,7 +200,7 @@ def test_the_command_plans_the_changed_stacks_and_reports_the_deleted_ones(
     _append("src/beta/train.py", "print(2)\n")(project)
     _git(repo, "rm", "-q", "project/Pulumi.gamma.yaml")
     _git(repo, "commit", "-qam", "change beta, delete gamma")
-    code, out, err = _plan(project, capsys, "--changed-since", base, "--format", "json")
+    code, out, err = _plan(project, capsys, "--all", "--changed-since", base, "--format", "json")
     assert code == 0, err
     document = json.loads(out)
     assert [s["stack"] for s in document["stacks"]] == ["beta"]
@@ -209,7 +209,7 @@ def test_the_command_plans_the_changed_stacks_and_reports_the_deleted_ones(
     assert f"Changed since {base[:12]}: 1 of 3 stack(s) to plan: beta (src/beta/train.py)." in err
     assert f"Deleted since {base[:12]}: stack 'gamma' (Pulumi.gamma.yaml): nothing to plan." in err
 
-    code, out, _ = _plan(project, capsys, "--changed-since", "HEAD")
+    code, out, _ = _plan(project, capsys, "--all", "--changed-since", "HEAD")
     assert code == 0
     assert "0 stacks planned" in out and "3 stacks unchanged since HEAD: not planned." in out
 
@@ -221,7 +221,7 @@ def test_the_command_plans_the_changed_stacks_and_reports_the_deleted_ones(
 ])
 def test_a_bad_ref_exits_2_naming_the_flag(repo: Path, capsys: pytest.CaptureFixture[str], ref: str,
                                            message: str) -> None:
-    code, out, err = _plan(repo / "project", capsys, f"--changed-since={ref}")
+    code, out, err = _plan(repo / "project", capsys, "--all", f"--changed-since={ref}")
     assert code == 2 and out == ""
     assert err.startswith(f"error: --changed-since: {message}") and "Traceback" not in err
     assert not (repo / "project" / "build").exists()
@@ -231,5 +231,5 @@ def test_outside_a_git_work_tree_it_exits_2(tmp_path: Path, capsys: pytest.Captu
     project = make_project(tmp_path / "project", dev_config(), stack="alpha")
     with pytest.raises(UserError, match="is not in a git work tree"):
         select(project, "HEAD", ["alpha"], every_stack=True)
-    code, _, err = _plan(project, capsys, "--changed-since", "HEAD")
+    code, _, err = _plan(project, capsys, "--all", "--changed-since", "HEAD")
     assert code == 2 and "error: --changed-since: " in err

@@ -15,13 +15,13 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
 (nothing written).
 
-Several stacks in one process: ``--stack`` repeated, ``--all`` (every ``Pulumi.<stack>.yaml``) or
-``--changed-since GIT_REF`` (those whose inputs changed, :mod:`amlgpu.changes`). The libraries are loaded
-once; each stack is planned on its own (the engine's settings, stack config and registrations start
-afresh for each, see :func:`amlgpu.plan.run_program`) into ``<out>/<stack>/`` (``--out`` is then the
-folder holding one per stack; default ``build/<stack>/``), and ``--base DIR`` reads ``DIR/<stack>/``.
-A stack with bad input is reported and the others are still planned. The exit code is the worst
-stack's (2 over 1 over 0); a summary table ends the output.
+Several stacks in one process: ``--stack`` repeated or ``--all`` (every ``Pulumi.<stack>.yaml``), and
+of those, with ``--changed-since GIT_REF``, only the ones whose inputs changed (:mod:`amlgpu.changes`).
+The libraries are loaded once; each stack is planned on its own (the engine's settings, stack config and
+registrations start afresh for each, see :func:`amlgpu.plan.run_program`) into ``<out>/<stack>/``
+(``--out`` is then the folder holding one per stack; default ``build/<stack>/``), and ``--base DIR``
+reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still planned. The exit
+code is the worst stack's (2 over 1 over 0); a summary table ends the output.
 """
 
 from __future__ import annotations
@@ -55,16 +55,17 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--stack", "-s", action="append", dest="stacks", metavar="STACK",
-                        help="stack name: reads Pulumi.<stack>.yaml; repeat it to plan several stacks in one process")
-    parser.add_argument("--all", action="store_true", help="plan every Pulumi.<stack>.yaml of the project")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", "-s", action="append", dest="stacks", metavar="STACK",
+                       help="stack name: reads Pulumi.<stack>.yaml; repeat it to plan several stacks in one process")
+    which.add_argument("--all", action="store_true", help="plan every Pulumi.<stack>.yaml of the project")
     parser.add_argument("--changed-since", metavar="GIT_REF",
-                        help="plan only the stacks (those of --stack, else all) whose inputs changed since GIT_REF: "
-                        "the stack file, the folders and files it names, its pack config; a change to the program "
-                        "or the policies plans them all")
+                        help="of those stacks, plan only the ones whose inputs changed since GIT_REF: the stack file, "
+                        "the folders and files it names, its pack config; a change to the program or the policies "
+                        "plans them all")
     parser.add_argument("--out", type=Path,
                         help="output folder (default: build/<stack>); when several stacks are planned (--stack "
-                        "repeated, --all, --changed-since), the folder holding a <stack>/ folder for each")
+                        "repeated, --all or --changed-since), the folder holding a <stack>/ folder for each")
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                         help="stdout format; markdown: the pull-request comment (a summary table, then each "
                         "stack's policy.md)")
@@ -109,13 +110,8 @@ def run(args: argparse.Namespace) -> int:
     # generations are still collected as often as before and free the cyclic garbage: peak memory is unchanged.
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-    names = list(dict.fromkeys(args.stacks or ()))
-    if args.all and names:
-        raise UserError("--stack and --all both name the stacks to plan: give one of them", key="--all")
+    names = list(dict.fromkeys(args.stacks or ()))  # argparse: --stack (repeated) or --all, one of them
     several = bool(args.all or args.changed_since or len(names) > 1)
-    if not several and not names:
-        raise UserError("name the stack to plan: --stack S (repeat it for several), --all, or --changed-since "
-                        "GIT_REF", key="--stack")
     settings = Settings(args.policy_config, _prices(args.prices), args.base, args.format, several)
     if several:
         code = _plan_several(args, names, settings)
