@@ -3,7 +3,7 @@ planned, then one section per stack holding its ``policy.md``, all within what G
 
 Stacks that need a reviewer come first (bad input, then a failed mandatory policy) and are open; passed
 stacks are folded. When the sections do not all fit, a stack whose section does not is one line pointing
-at its ``policy.md`` in the plan artifact and the run's job summary. Stack names and error messages come
+at its ``policy.md`` in the output folder. Stack names and error messages come
 from files a pull request controls: names are code spans, errors fenced code blocks, each fence longer
 than any run of backticks in what it holds.
 """
@@ -35,7 +35,7 @@ def code(text: str, *, cell: bool = False) -> str:
     """``text`` as an inline code span (nothing in it is markdown); ``cell``: in a table row, where a ``|``
     ends the cell even inside a code span unless escaped."""
     fence = _fence_for(text)
-    inner = f" {text} " if text.startswith("`") or text.endswith("`") or fence != "`" else text
+    inner = f" {text} " if text.startswith("`") or text.endswith("`") else text
     span = f"{fence}{inner}{fence}"
     return span.replace("|", "\\|") if cell else span
 
@@ -59,7 +59,7 @@ def _section(outcome: StackOutcome) -> str:
 
 def _note(outcome: StackOutcome) -> str:
     return (f"- {_ICONS[outcome.verdict]} {code(outcome.stack)}: {outcome.verdict}; its report does not fit in "
-            f"this comment: `{outcome.stack}/policy.md` in the plan artifact, and the run's job summary.\n")
+            f"this comment: {code(f'{outcome.stack}/policy.md')} in the output folder (in CI: the plan artifact).\n")
 
 
 def pr_comment(outcomes: Sequence[StackOutcome], *, deleted: Sequence[str] = (), unchanged: int = 0,

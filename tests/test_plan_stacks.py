@@ -202,3 +202,31 @@ def test_ctrl_c_in_the_second_stack_exits_130_and_leaves_no_half_written_folder(
     assert sorted(p.name for p in out.iterdir()) == ["dev"]
     assert _complete(out / "dev")
     assert leftovers(out) == []
+
+
+def test_the_comment_keeps_within_githubs_limit_and_the_stacks_that_need_review_first() -> None:
+    from amlgpu.comment import pr_comment
+    from amlgpu.outcome import StackOutcome
+
+    outcomes = [StackOutcome(f"team-{i:02d}", 0, policy_md=f"## report {i}\n" + "x" * 9_000) for i in range(12)]
+    outcomes.insert(5, StackOutcome("late", 1, mandatory=2, policy_md="## failing report\n" + "y" * 9_000))
+    outcomes.append(StackOutcome("broken", 2, error="Pulumi.broken.yaml:2:3  key  ```\n</details> @org/team"))
+    text = pr_comment(outcomes, limit=60_000)
+    assert len(text) <= 60_000
+    # Bad input, then the failure, then the passed stacks while they fit; the rest as one line each.
+    assert text.index("<summary>⛔ <code>broken</code>") < text.index("<summary>❌ <code>late</code>") < text.index(
+        "<summary>✅ <code>team-00</code>")
+    shown = [o.stack for o in outcomes if f"<code>{o.stack}</code>: passed</summary>" in text]
+    noted = [o.stack for o in outcomes if f"- ✅ `{o.stack}`: passed; its report does not fit" in text]
+    assert shown and noted and sorted(shown + noted) == sorted(f"team-{i:02d}" for i in range(12))
+    # The error is shown verbatim in a fence longer than any it holds: it cannot close the block or the section.
+    assert "````text\nPulumi.broken.yaml:2:3  key  ```\n</details> @org/team\n````" in text
+    assert "| `broken` | ⛔ bad input | - | - | - |" in text and "| `late` | ❌ failed | 2 | 0 | - |" in text
+
+
+@pytest.mark.parametrize(("name", "span"), [("dev", "`dev`"), ("a`b", "``a`b``"), ("`x", "`` `x ``"),
+                                            ("a|b", "`a\\|b`")])
+def test_stack_names_are_code_spans_in_the_comment(name: str, span: str) -> None:
+    from amlgpu.comment import code
+
+    assert code(name, cell=True) == span
