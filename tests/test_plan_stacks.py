@@ -230,3 +230,29 @@ def test_stack_names_are_code_spans_in_the_comment(name: str, span: str) -> None
     from amlgpu.comment import code
 
     assert code(name, cell=True) == span
+
+
+def test_the_providers_type_aliases_are_dropped_and_nothing_recorded_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the mock engine the plan drops pulumi-azure-native's API-version type aliases (an offline plan has
+    no state to match them against): what the plan records is the same with them, and other aliases stay."""
+    import pulumi
+
+    from amlgpu import plan as engine
+    from model.stackfile import read
+
+    provider = pulumi.Alias(type_="azure-native:machinelearningservices/v20200101:Workspace")
+    renamed, by_urn = pulumi.Alias(name="old-name"), "urn:pulumi:dev::aml-gpu-training::x:y:Z::old"
+    opts = pulumi.ResourceOptions(aliases=[provider, renamed, by_urn], protect=True)
+    args = pulumi.ResourceTransformationArgs(None, "azure-native:machinelearningservices:Workspace",  # type: ignore[arg-type]
+                                             "ws", {"a": 1}, opts)
+    result = engine.without_provider_type_aliases(args)
+    assert result is not None and result.props == {"a": 1}
+    assert result.opts.aliases == [renamed, by_urn] and result.opts.protect is True
+    assert opts.aliases == [provider, renamed, by_urn]  # the program's own options are left as they were
+
+    stack = read(ROOT / "Pulumi.prod.yaml")
+    dropped = engine.run_program("prod", stack, ROOT)
+    monkeypatch.setattr(engine, "without_provider_type_aliases", lambda args: None)
+    kept = engine.run_program("prod", stack, ROOT)
+    assert [r.to_json() for r in dropped.resources] == [r.to_json() for r in kept.resources]
+    assert dropped.outputs == kept.outputs
