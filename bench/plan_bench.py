@@ -315,8 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratios(summary, largest),
         "memory_growth": memory_growth(summary, sizes),
     }
+    # bench/stacks_bench.py keeps its results in the same file, under "stacks": keep them.
+    previous = json.loads(args.json.read_text()) if args.json.is_file() else {}
+    kept = {"stacks": previous["stacks"]} if "stacks" in previous else {}
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    args.json.write_text(json.dumps({**kept, **result}, indent=2, sort_keys=True) + "\n")
     table = markdown(result)
     if args.markdown:
         args.markdown.write_text(table)
