@@ -204,14 +204,16 @@ def test_the_command_plans_the_changed_stacks_and_reports_the_deleted_ones(
     assert code == 0, err
     document = json.loads(out)
     assert [s["stack"] for s in document["stacks"]] == ["beta"]
-    assert document["changed_since"] == {"ref": base, "unchanged": ["alpha", "delta"], "deleted": ["gamma"]}
+    assert document["changed_since"] == {"ref": base, "commit": base, "unchanged": ["alpha", "delta"],
+                                         "deleted": ["gamma"]}
     assert sorted(p.name for p in (project / "build").iterdir()) == ["beta"]
     assert f"Changed since {base[:12]}: 1 of 3 stack(s) to plan: beta (src/beta/train.py)." in err
     assert f"Deleted since {base[:12]}: stack 'gamma' (Pulumi.gamma.yaml): nothing to plan." in err
 
     code, out, _ = _plan(project, capsys, "--all", "--changed-since", "HEAD")
     assert code == 0
-    assert "0 stacks planned" in out and "3 stacks unchanged since HEAD: not planned." in out
+    head = _git(repo, "rev-parse", "HEAD")
+    assert "0 stacks planned" in out and f"3 stacks unchanged since HEAD ({head[:12]}): not planned." in out
 
 
 @pytest.mark.parametrize(("ref", "message"), [

@@ -33,12 +33,15 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
 from amlgpu.outcome import StackOutcome, worst
 from model.errors import EXIT_OK, EXIT_POLICY, UserError
 from model.project import LoadedStack, find_root, load_stack
+
+if TYPE_CHECKING:
+    from amlgpu.changes import Selection
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
@@ -222,10 +225,13 @@ def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings
     if not candidates:
         raise UserError(f"no stack file (Pulumi.<stack>.yaml) in {root}", key="--all")
     since: str | None = None
+    changes: dict[str, Any] = {}
     deleted: list[str] = []
     selected = candidates
     if args.changed_since:
-        selected, deleted, since = _changed(root, args, candidates, everything=not names)
+        selection = _changed(root, args, candidates, everything=not names)
+        selected, deleted, since = list(selection.planned), list(selection.deleted), selection.changes.label
+        changes = {"ref": args.changed_since, "commit": selection.changes.commit}
     outcomes: list[StackOutcome] = []
     try:
         for i, name in enumerate(selected, 1):
@@ -239,7 +245,7 @@ def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings
         document: dict[str, Any] = {"stacks": [o.to_json() for o in outcomes], "exit_code": worst(
             o.exit_code for o in outcomes)}
         if since is not None:
-            document["changed_since"] = {"ref": since, "unchanged": sorted(set(candidates) - set(selected)),
+            document["changed_since"] = {**changes, "unchanged": sorted(set(candidates) - set(selected)),
                                          "deleted": deleted}
         print(canonical_json(document), end="")
     elif settings.format == "markdown":
@@ -282,10 +288,9 @@ def stack_names(root: Path) -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
 
 
-def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *,
-             everything: bool) -> tuple[list[str], list[str], str]:
-    """The candidates whose inputs changed since ``--changed-since``, the stacks deleted since (when the
-    candidates are every stack), and the ref as shown; why each is planned on stderr."""
+def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *, everything: bool) -> Selection:
+    """The candidates whose inputs changed since ``--changed-since`` and the stacks deleted since (when the
+    candidates are every stack); why each is planned on stderr."""
     from amlgpu.changes import select
 
     given = [p for p in (args.policy_config, args.prices) if p is not None]
@@ -301,7 +306,7 @@ def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *,
                   + (f": {why}" if why else "") + ".")
     for name in selection.deleted:
         _progress(f"Deleted since {label}: stack {name!r} (Pulumi.{name}.yaml): nothing to plan.")
-    return list(selection.planned), list(selection.deleted), selection.changes.ref
+    return selection
 
 
 class PlanResult:
