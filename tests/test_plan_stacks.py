@@ -159,6 +159,11 @@ def test_a_base_folder_holds_a_plan_per_stack(project: Path, capsys: pytest.Capt
     assert not (project / "build" / "head" / "prod" / "diff.json").exists()
     assert "note: build/base holds no plan of stack 'prod'" in err
 
+    code, out, err = _plan(project, capsys, "--stack", "dev", "--stack", "prod", "--base", "no/such/folder")
+    assert code == 2 and out == ""
+    assert err.startswith("error: --base: 'no/such/folder' is neither a plan folder nor a git ref")
+    assert "Planning stack" not in err
+
 
 SLOW_WRITE = """
 import sys, time

@@ -224,6 +224,10 @@ def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings
     candidates = names or stack_names(root)
     if not candidates:
         raise UserError(f"no stack file (Pulumi.<stack>.yaml) in {root}", key="--all")
+    if settings.base and not Path(settings.base).is_dir():
+        from amlgpu.base import resolve_ref
+
+        resolve_ref(root, settings.base)  # a --base that is neither a folder nor a ref: refused once, up front
     since: str | None = None
     changes: dict[str, Any] = {}
     deleted: list[str] = []
