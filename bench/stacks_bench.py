@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -194,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "cases": summary,
         "ratios": ratios(summary),
     }
-    existing = json.loads(args.json.read_text()) if args.json.is_file() else {}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({**existing, "stacks": result}, indent=2, sort_keys=True) + "\n")
+    plan_bench.save(args.json, {"stacks": result})
     table = markdown(result)
     if args.markdown:
         args.markdown.write_text(table)

@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from amlgpu.changes import affected, select
-from amlgpu.cli import main
 from amlgpu.commands.plan import stack_names
 from model.errors import UserError
 from model.project import load_stack
 from tests.conftest import NS, dev_config, make_project
+from tests.test_plan_stacks import plan as _plan
 
 pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
                                 reason="needs git")
@@ -182,14 +182,6 @@ def test_a_code_folder_below_jobs_is_a_workload_but_jobs_itself_is_the_program()
     assert dict(impact.stacks) == {"a": ("jobs/workloads/x.py",), "b": ("jobs/workloads/x.py",)}
     impact = affected(["jobs/render.py", "jobs/workloads2/x.py"], inputs)
     assert impact.program == ("jobs/render.py", "jobs/workloads2/x.py")
-
-
-def _plan(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(project)
-        code = main(["plan", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_command_plans_the_changed_stacks_and_reports_the_deleted_ones(

@@ -25,6 +25,7 @@ from amlgpu.cli import main
 from amlgpu.commands.plan import OUTPUT_LAYOUT
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_reliability_corpus import amlgpu, leftovers, snapshot
+from tests.test_security_interrupts import SLOW_WRITE
 
 BROKEN = {"config": {f"{NS}:clusters": 3}}
 """A stack file the model refuses (exit 2)."""
@@ -68,7 +69,8 @@ def test_planning_a_stack_after_others_gives_the_bytes_of_planning_it_alone(proj
         assert snapshot(project / "build" / "reverse" / name) == expected, name
 
 
-def _plan(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+def plan(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``amlgpu plan ARGS`` run in ``project`` by the CLI's entry point: exit code, stdout, stderr."""
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(project)
         code = main(["plan", *args])
@@ -79,7 +81,7 @@ def _plan(project: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tupl
 def test_the_worst_exit_code_wins_and_a_bad_stack_stops_nothing(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = _plan(project, capsys, "--stack", "broken", "--stack", "failing", "--stack", "dev",
+    code, out, err = plan(project, capsys, "--stack", "broken", "--stack", "failing", "--stack", "dev",
                            "--out", "build/worst")
     assert code == 2
     assert [line for line in err.splitlines() if line.startswith("[")] == [
@@ -96,14 +98,14 @@ def test_the_worst_exit_code_wins_and_a_bad_stack_stops_nothing(
     assert rows["failing"][1:3] == ["failed", "1"] and rows["dev"][1:3] == ["passed", "0"]
     assert table[4] == "3 stacks planned: 1 passed, 1 failed a mandatory policy, 1 bad input (exit 2)."
 
-    assert _plan(project, capsys, "--stack", "failing", "--stack", "dev", "--out", "build/worst")[0] == 1
-    assert _plan(project, capsys, "--stack", "dev", "--stack", "prod", "--out", "build/worst")[0] == 0
+    assert plan(project, capsys, "--stack", "failing", "--stack", "dev", "--out", "build/worst")[0] == 1
+    assert plan(project, capsys, "--stack", "dev", "--stack", "prod", "--out", "build/worst")[0] == 0
 
 
 def test_all_plans_every_stack_file_into_its_own_folder_and_json_has_one_entry_each(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _plan(project, capsys, "--all", "--format", "json")
+    code, out, _ = plan(project, capsys, "--all", "--format", "json")
     assert code == 2
     document = json.loads(out)
     assert [s["stack"] for s in document["stacks"]] == ["broken", "dev", "failing", "prod"]
@@ -120,7 +122,7 @@ def test_all_plans_every_stack_file_into_its_own_folder_and_json_has_one_entry_e
 def test_the_markdown_document_is_one_comment_with_a_section_per_stack(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _plan(project, capsys, "--stack", "dev", "--stack", "failing", "--format", "markdown",
+    code, out, _ = plan(project, capsys, "--stack", "dev", "--stack", "failing", "--format", "markdown",
                          "--out", "build/comment")
     assert code == 1
     assert out.startswith("## ❌ amlgpu plan: 2 stacks\n\n| Stack | Verdict |")
@@ -140,17 +142,17 @@ def test_several_stacks_need_several_names_and_one_way_of_naming_them(
                           ([], "one of the arguments --stack/-s --all is required"),
                           (["--changed-since", "HEAD"], "one of the arguments --stack/-s --all is required")):
         with pytest.raises(SystemExit) as exited:
-            _plan(project, capsys, *argv)
+            plan(project, capsys, *argv)
         assert exited.value.code == 2 and message in capsys.readouterr().err
     empty = make_project(project.parent / "empty", dev_config(), stack="x")
     (empty / "Pulumi.x.yaml").unlink()
-    code, _, err = _plan(empty, capsys, "--all")
+    code, _, err = plan(empty, capsys, "--all")
     assert code == 2 and "no stack file (Pulumi.<stack>.yaml)" in err
 
 
 def test_a_base_folder_holds_a_plan_per_stack(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _plan(project, capsys, "--stack", "dev", "--out", "build/base/dev")[0] == 0
-    code, _, err = _plan(project, capsys, "--stack", "dev", "--stack", "prod", "--out", "build/head",
+    assert plan(project, capsys, "--stack", "dev", "--out", "build/base/dev")[0] == 0
+    code, _, err = plan(project, capsys, "--stack", "dev", "--stack", "prod", "--out", "build/head",
                          "--base", "build/base")
     assert code == 0
     diff = json.loads((project / "build" / "head" / "dev" / "diff.json").read_text())
@@ -159,27 +161,10 @@ def test_a_base_folder_holds_a_plan_per_stack(project: Path, capsys: pytest.Capt
     assert not (project / "build" / "head" / "prod" / "diff.json").exists()
     assert "note: build/base holds no plan of stack 'prod'" in err
 
-    code, out, err = _plan(project, capsys, "--stack", "dev", "--stack", "prod", "--base", "no/such/folder")
+    code, out, err = plan(project, capsys, "--stack", "dev", "--stack", "prod", "--base", "no/such/folder")
     assert code == 2 and out == ""
     assert err.startswith("error: --base: 'no/such/folder' is neither a plan folder nor a git ref")
     assert "Planning stack" not in err
-
-
-SLOW_WRITE = """
-import sys, time
-from amlgpu import interrupts
-interrupts.install()  # what the console script does: `python -c` is not it
-import amlgpu.commands.plan as plan
-from amlgpu import artifacts
-
-def write_text(path, text):
-    artifacts.write_text(path, text)
-    time.sleep(0.3)
-
-plan.write_text = write_text
-from amlgpu.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 def _complete(folder: Path) -> bool:
