@@ -43,10 +43,16 @@ plan: $(RUNTIME)
 # Test workers: the suite's real-process tests are independent (own temp folders, OS-chosen ports).
 WORKERS ?= 2
 
+# zizmor in each of its personas: regular, then pedantic, then auditor (which also reports secrets read
+# outside a protected environment).
+ZIZMOR := $(BIN)/zizmor --offline
+
 ## test: lint (code and GitHub workflows), type-check and run the whole test suite
 test: $(DEV)
 	$(BIN)/ruff check .
-	$(BIN)/zizmor --offline .github/workflows
+	$(ZIZMOR) --persona=regular .github/workflows
+	$(ZIZMOR) --persona=pedantic .github/workflows
+	$(ZIZMOR) --persona=auditor .github/workflows
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest -n $(WORKERS)
 
@@ -59,7 +65,9 @@ typecheck: $(DEV)
 
 lint: $(DEV)
 	$(BIN)/ruff check .
-	$(BIN)/zizmor --offline .github/workflows
+	$(ZIZMOR) --persona=regular .github/workflows
+	$(ZIZMOR) --persona=pedantic .github/workflows
+	$(ZIZMOR) --persona=auditor .github/workflows
 
 format: $(DEV)
 	$(BIN)/ruff format .

@@ -67,7 +67,7 @@ network = Network(
         tags=tags,
     ),
 )
-PrivateLinks(
+links = PrivateLinks(
     "private-links",
     PrivateLinksArgs(
         name_prefix=config.workspace.name,
@@ -93,6 +93,7 @@ placement = ComputePlacement(
     location=location,
     subnet_id=network.subnet_id,
     tags=tags,
+    after=(links.endpoints["workspace"], links.dns_groups["workspace"]),
 )
 clusters: dict[str, GpuCluster | ImageBuilder] = {c.name: GpuCluster(c.name, c, placement) for c in config.clusters}
 builder = None
@@ -127,6 +128,7 @@ contexts = (
             subscription_id=client.subscription_id,
             deployer_object_id=client.object_id,
             deployer_principal_type=principal_type(client.client_id, config.workspace.deployer_principal_type),
+            network_ready=(links.endpoints["storage-blob"], links.dns_groups["storage-blob"]),
         ),
         parent=workspace,
     )

@@ -1,4 +1,9 @@
-"""Writing outputs: canonical JSON and all-or-nothing output folders.
+"""Writing outputs: canonical JSON, all-or-nothing output folders, and no secret in either.
+
+Every file the CLI writes goes through :func:`canonical_json` (data) and :func:`write_text` (text), and
+everything it prints through :func:`amlgpu.terminal.cleaned_output`: each replaces what :mod:`infra.secrets`
+knows to be a secret (a value the stack's gate flags, a known credential shape) with ``[secret]``, as Pulumi shows a
+secret output. ``amlgpu submit`` still sends the real value to Azure, where the job needs it.
 
 An output folder is built in a temporary sibling and swapped in by rename once every file is written,
 so a failed or interrupted command (an exception, Ctrl-C or SIGTERM) leaves the previous output exactly
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from amlgpu.interrupts import cleanup_on_interrupt
+from infra import secrets
 from model.errors import UserError
 
 OutputLayout = Mapping[str, str | None]
@@ -28,15 +34,17 @@ holding only files with that suffix."""
 
 
 def canonical_json(value: Any) -> str:
-    """JSON that is byte-identical for equal values: sorted keys, fixed indent, trailing newline."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """JSON that is byte-identical for equal values: sorted keys, fixed indent, trailing newline; secrets
+    masked (a value judged a secret under its key, a remembered one, a known shape)."""
+    return json.dumps(secrets.mask_data(value), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def write_text(path: Path, text: str) -> None:
+    """Write ``text`` with every remembered secret and known credential shape masked."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # newline="\n": the same bytes on every platform.
     with path.open("w", encoding="utf-8", newline="\n") as handle:
-        handle.write(text)
+        handle.write(secrets.mask(text))
 
 
 def check_replaceable(target: Path, layout: OutputLayout, *, keep: Iterable[Path], key: str) -> None:
@@ -89,7 +97,7 @@ def _unexpected(folder: Path, layout: OutputLayout) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """While active, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so ``finally`` blocks clean up.
 
     Python's default for SIGTERM is to die on the spot, which would leave a staging folder behind.
@@ -114,7 +122,7 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     """Yield an empty staging folder; on success it replaces ``target`` whole, on failure it vanishes."""
     target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with cleanup_on_interrupt(), _terminate_as_interrupt():
+    with cleanup_on_interrupt(), terminate_as_interrupt():
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
         # mkdtemp makes the folder private (0700); the output gets the permissions mkdir would give it.
         umask = os.umask(0)

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from amlgpu.artifacts import terminate_as_interrupt
+from amlgpu.interrupts import cleanup_on_interrupt, shielded
+from infra import bounded
 from model.errors import UserError
 
 KEY = "--base"
@@ -45,13 +48,15 @@ class Base:
 def read_plan_folder(folder: Path, label: str | None = None) -> Base:
     path = folder / "resources.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(bounded.decode(bounded.read_bytes(path, bounded.JSON_FILE_BYTES, "a plan's resources")))
     except FileNotFoundError:
         raise UserError(f"{folder} holds no plan (no resources.json): plan the base first", key=KEY) from None
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, bounded.BoundedInputError) as err:
         raise UserError(f"cannot read {path}: {err}", key=KEY) from None
     except json.JSONDecodeError as err:
         raise UserError(f"{path} is not valid JSON ({err.msg}, line {err.lineno})", key=KEY) from None
+    except RecursionError:  # [[[[...]]]] deeper than the interpreter's stack
+        raise UserError(f"{path} is nested too deeply to be a plan's resources.json", key=KEY) from None
     if not isinstance(data, list) or not all(isinstance(r, dict) and "type" in r and "name" in r for r in data):
         raise UserError(f"{path} is not a plan's resources.json (a list of {{type, name, inputs}})", key=KEY)
     return Base(label or str(folder), data, read_waivers(folder))
@@ -67,8 +72,8 @@ def read_waivers(folder: Path) -> list[Any] | None:
     if not path.is_file():
         return None
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        records = json.loads(bounded.decode(bounded.read_bytes(path, bounded.JSON_FILE_BYTES, "a plan's waivers")))
+    except (OSError, bounded.BoundedInputError, json.JSONDecodeError, RecursionError) as err:
         raise ConfigError(f"cannot read the base plan's waivers: {err}", file=str(path)) from None
     return from_records(records, source=str(path))
 
@@ -88,35 +93,56 @@ def resolve_ref(root: Path, ref: str) -> str:
 
 
 def plan_git_ref(root: Path, ref: str, stack: str) -> Base:
-    """Plan ``stack`` as the commit ``ref`` names would, in a temporary worktree, with that commit's code."""
+    """Plan ``stack`` as the commit ``ref`` names would, in a temporary worktree, with that commit's code.
+
+    Nothing is left behind, whatever stops it: an error, the plan's timeout, Ctrl-C or SIGTERM. The work
+    runs as a :func:`~amlgpu.interrupts.cleanup_on_interrupt` section, and the cleanup (worktree removed,
+    scratch folder deleted, git's worktree list pruned) is shielded from a Ctrl-C landing inside it and runs
+    its git commands in a session of their own, out of reach of the terminal's Ctrl-C."""
     commit = resolve_ref(root, ref)
-    label = f"{ref} ({commit[:12]})"
-    scratch = Path(tempfile.mkdtemp(prefix="amlgpu-base-"))
-    tree = scratch / "tree"
-    try:
-        added = _git(root, "worktree", "add", "--detach", "--quiet", str(tree), commit)
-        if added.returncode != 0:
-            raise UserError(f"cannot check out {ref!r}: {added.stderr.strip()}", key=KEY)
-        prefix = _git(root, "rev-parse", "--show-prefix").stdout.strip()
-        project = tree / prefix
-        if not (project / f"Pulumi.{stack}.yaml").is_file():
-            return Base(f"{label}, where stack {stack!r} does not exist", [], [])
-        out = scratch / "plan"
-        env = {**os.environ, "PYTHONPATH": str(project)}
+    with cleanup_on_interrupt(), terminate_as_interrupt():
+        scratch = Path(tempfile.mkdtemp(prefix="amlgpu-base-"))
         try:
-            done = subprocess.run(
-                [sys.executable, "-m", "amlgpu", "plan", "--stack", stack, "--out", str(out)],
-                cwd=project, env=env, capture_output=True, text=True, timeout=PLAN_TIMEOUT_S, check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise UserError(f"planning {ref!r} took over {PLAN_TIMEOUT_S}s", key=KEY) from None
-        if done.returncode not in (0, 1):
-            tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-            raise UserError(f"planning stack {stack!r} at {ref!r} failed (exit {done.returncode}):\n{tail}", key=KEY)
-        return read_plan_folder(out, label)
-    finally:
-        _git(root, "worktree", "remove", "--force", str(tree))
-        shutil.rmtree(scratch, ignore_errors=True)
+            return _plan_in_worktree(root, ref, commit, stack, scratch)
+        finally:
+            with shielded():
+                _remove_worktree(root, scratch)
+
+
+def _plan_in_worktree(root: Path, ref: str, commit: str, stack: str, scratch: Path) -> Base:
+    label = f"{ref} ({commit[:12]})"
+    tree = scratch / "tree"
+    added = _git(root, "worktree", "add", "--detach", "--quiet", str(tree), commit)
+    if added.returncode != 0:
+        raise UserError(f"cannot check out {ref!r}: {added.stderr.strip()}", key=KEY)
+    prefix = _git(root, "rev-parse", "--show-prefix").stdout.strip()
+    project = tree / prefix
+    if not (project / f"Pulumi.{stack}.yaml").is_file():
+        return Base(f"{label}, where stack {stack!r} does not exist", [], [])
+    out = scratch / "plan"
+    env = {**os.environ, "PYTHONPATH": str(project)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "amlgpu", "plan", "--stack", stack, "--out", str(out)],
+            cwd=project, env=env, capture_output=True, text=True, timeout=PLAN_TIMEOUT_S, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(f"planning {ref!r} took over {PLAN_TIMEOUT_S}s", key=KEY) from None
+    if done.returncode not in (0, 1):
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise UserError(f"planning stack {stack!r} at {ref!r} failed (exit {done.returncode}):\n{tail}", key=KEY)
+    return read_plan_folder(out, label)
+
+
+def _remove_worktree(root: Path, scratch: Path) -> None:
+    """Remove the worktree under ``scratch`` and ``scratch`` itself, and forget the worktree in git, even
+    when ``git worktree add`` was cut short (its worktree then stays locked as "initializing")."""
+    tree = str(scratch / "tree")
+    for args in (("worktree", "unlock", tree), ("worktree", "remove", "--force", "--force", tree)):
+        subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False, start_new_session=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    subprocess.run(["git", "-C", str(root), "worktree", "prune"], capture_output=True, check=False,
+                   start_new_session=True)
 
 
 def load_base(spec: str, root: Path, stack: str) -> Base:

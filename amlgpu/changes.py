@@ -4,8 +4,8 @@ A stack's plan reads three kinds of files, and a change to any of them can chang
 
 * **its own inputs**, taken from the parsed stack model (:func:`stack_inputs`): the stack file; each
   environment's build context, Dockerfile and conda file; each ``file:`` environment and what it names;
-  each run's code folder (the generated fabric checks' included); its pack config
-  ``policies/config.<stack>.json``;
+  each run's code folder (the generated fabric checks' and the steps of pipelines and sweeps included);
+  each pipeline step's component file; its pack config ``policies/config.<stack>.json``;
 * **the program** (:data:`PROGRAM`): ``__main__.py``, the project files, ``pyproject.toml`` and the
   packages the plan runs (``infra/``, ``jobs/``, ``model/``, ``policies/``, ``amlgpu/``): a change there
   plans every stack. Under ``jobs/``, a folder that is a run's code folder (``jobs/workloads``) is that
@@ -31,6 +31,7 @@ from amlgpu.base import resolve_ref
 from infra.paths import resolve_inside
 from model import NAMESPACE
 from model.errors import UserError
+from model.pipelines import named_files
 from model.project import LoadedStack, load_stack
 from model.runs import FILE_PREFIX, InlineEnvironment
 
@@ -61,7 +62,10 @@ def stack_inputs(stack: LoadedStack) -> frozenset[str]:
             named += [env.build.path, f"{env.build.path}/{env.build.dockerfile_path}"]
         if env.conda_file is not None:
             named.append(env.conda_file)
-    for run in config.jobs:
+    runs = [*config.runs, *(run for job in config.composites for run in job.runs.values())]
+    for job in config.composites:  # component files, and file: environments in the stack or a component
+        named += named_files(job, stack.root)
+    for run in runs:
         if run.code is not None:
             named.append(run.code)
         inline = run.environment

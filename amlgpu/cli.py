@@ -13,11 +13,12 @@ import keyword
 import os
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from model.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "import", "policy", "schema", "doctor", "prices")
+COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "job", "import", "policy", "schema", "doctor",
+            "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 
@@ -28,7 +29,8 @@ start here:
   amlgpu plan --stack mine                  plan Pulumi.mine.yaml offline, with the policy verdict
   amlgpu preflight --stack mine             what would stop the first pulumi up (quota, permissions...)
   amlgpu run-local ddp-train --stack mine   run a declared run here, as Azure ML would start it
-  amlgpu submit ddp-train --stack mine      send it to the deployed workspace
+  amlgpu submit ddp-train --stack mine      send it to the deployed workspace and follow it
+  amlgpu job stream NAME --stack mine       follow a submitted job again (also: job show, job cancel)
   amlgpu COMMAND --help                     a command's options
 
 exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.
@@ -52,6 +54,13 @@ class _Parser(argparse.ArgumentParser):
 
     def format_usage(self) -> str:
         return plain(super().format_usage())
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # Python 3.11's argparse drops a value of "--" given as `--flag=--` and hands the command [] instead,
+        # unconverted (run-local then failed with a TypeError); read it as the value it is.
+        if arg_strings == ["--"] and action.option_strings and action.nargs is None:
+            return self._get_value(action, "--")
+        return super()._get_values(action, arg_strings)
 
     def error(self, message: str) -> NoReturn:  # argparse's own exit code is 2 as well; keep its usage line
         self.print_usage(sys.stderr)
@@ -90,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from amlgpu.terminal import cleaned_output
+
+    # Every line printed holds no secret the stack holds and is inert in a terminal and a CI log, whatever
+    # prints it (amlgpu.terminal).
+    with cleaned_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
         bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)

@@ -7,9 +7,11 @@ a traceback and exit 1 ("a mandatory policy failed"). So the console script hand
 
 * outside a cleanup section, nothing needs undoing (a plan writes nothing before its output folder is
   staged): the process says ``interrupted`` and leaves at once with 130, whatever it was doing;
-* inside :func:`cleanup_on_interrupt` (an output folder being staged, run-local's work folder), the
-  signal raises ``KeyboardInterrupt`` once, so the section's ``finally`` undoes what it started; a second
-  Ctrl-C while that runs is ignored, so the cleanup completes.
+* inside :func:`cleanup_on_interrupt` (an output folder being staged, run-local's work folder, the base
+  plan's git worktree, ``import --write``'s temporary copy), the signal raises ``KeyboardInterrupt`` once, so
+  the section's ``finally`` undoes what it started; a second Ctrl-C while that runs is ignored, so the cleanup
+  completes. A cleanup that a first Ctrl-C could otherwise cut short runs :func:`shielded`: the signal then
+  waits for the cleanup's end.
 
 :func:`install` is called by the package's ``__init__`` when the process was started as ``amlgpu`` (the
 console script or ``python -m amlgpu``), before anything else is imported; a program that imports the
@@ -31,6 +33,8 @@ EXIT_INTERRUPTED = 130
 
 _sections = 0
 _unwinding = False
+_shields = 0
+_pending = False
 
 
 def install() -> None:
@@ -45,7 +49,10 @@ def install() -> None:
 
 
 def _on_interrupt(signum: int, frame: FrameType | None) -> None:
-    global _unwinding
+    global _unwinding, _pending
+    if _shields:
+        _pending = True  # delivered when the shielded cleanup ends (see shielded())
+        return
     if _sections:
         if _unwinding:
             return  # a second Ctrl-C while a cleanup runs: let it finish
@@ -75,3 +82,19 @@ def cleanup_on_interrupt() -> Iterator[None]:
         yield
     finally:
         _sections -= 1
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Within this block a Ctrl-C waits until the block ends, then takes effect as it would have: a cleanup
+    (removing a worktree, a temporary file) runs to its end even when the signal lands inside it. Meant for
+    the ``finally`` of a :func:`cleanup_on_interrupt` section."""
+    global _shields, _pending
+    _shields += 1
+    try:
+        yield
+    finally:
+        _shields -= 1
+        if not _shields and _pending:
+            _pending = False
+            _on_interrupt(signal.SIGINT, None)

@@ -53,6 +53,8 @@ _ARM: dict[str, tuple[str, str]] = {
         "networkSecurityGroupName",
     ),
     "azure-native:network:PrivateEndpoint": ("Microsoft.Network/privateEndpoints", "privateEndpointName"),
+    "azure-native:network:NatGateway": ("Microsoft.Network/natGateways", "natGatewayName"),
+    "azure-native:network:PublicIPAddress": ("Microsoft.Network/publicIPAddresses", "publicIpAddressName"),
     "azure-native:network:PrivateDnsZoneGroup": (
         "Microsoft.Network/privateEndpoints/{privateEndpointName}/privateDnsZoneGroups",
         "privateDnsZoneGroupName",
@@ -72,6 +74,10 @@ def subscription_id() -> str:
 
 def _guid(*parts: str) -> str:
     return str(uuid.uuid5(_IDS, "/".join(parts)))
+
+
+DEPLOYER_OBJECT_ID = _guid("operator")
+"""The object id ``getClientConfig`` answers for the principal running the plan."""
 
 
 def arm_id(token: str, name: str, inputs: dict[str, Any]) -> str:
@@ -142,7 +148,7 @@ class AzureMocks(pulumi.runtime.Mocks):
                 "subscriptionId": subscription_id(),
                 "tenantId": TENANT_ID,
                 "clientId": _guid("client"),
-                "objectId": _guid("operator"),
+                "objectId": DEPLOYER_OBJECT_ID,
             }, []
         if args.token == "azure-native:managedidentity:getUserAssignedIdentity":
             # Answers as Azure would for the identity named: its id, and the principal id the workspace's

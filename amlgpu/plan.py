@@ -114,7 +114,11 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             if request.ignoreChanges:
                 options["ignoreChanges"] = sorted(request.ignoreChanges)
             if request.dependencies:
-                options["dependsOn"] = sorted({_name_of(u) for u in request.dependencies})
+                # What the engine waits for before creating this resource (explicit depends_on and every
+                # resource an input's Output came from; components expanded to their resources), by type and
+                # name: logical names are unique per type only.
+                options["dependsOn"] = [{"type": t, "name": n} for t, n in
+                                        sorted({(_type_of(u), _name_of(u)) for u in request.dependencies})]
             inputs = rpc.deserialize_properties(request.object, keep_unknowns=True, keep_internal=False)
             # A dynamic resource carries its provider's serialized code: not an input Azure receives.
             inputs.pop(DYNAMIC_PROVIDER_KEY, None)

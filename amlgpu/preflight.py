@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Literal
 
 from infra import skus
@@ -59,6 +60,7 @@ BLOB_WRITE = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/wr
 SUBNET_JOIN = "Microsoft.Network/virtualNetworks/subnets/join/action"
 ZONE_JOIN = "Microsoft.Network/privateDnsZones/join/action"
 IDENTITY_READ = "Microsoft.ManagedIdentity/userAssignedIdentities/read"
+IDENTITY_ASSIGN = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
 RESOURCE_GROUP_WRITE = "Microsoft.Resources/subscriptions/resourceGroups/write"
 
 
@@ -163,6 +165,9 @@ def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
                         "deployer before the upload", data=True))
     if uai:
         out.append(Need(IDENTITY_READ, uai, "look up the user-assigned identity's principal to grant it its roles"))
+    for identity in _user_assigned(config):
+        out.append(Need(IDENTITY_ASSIGN, identity, "attach the user-assigned identity to the workspace or cluster "
+                        "that names it (Managed Identity Operator on it)"))
     if config.network.subnet_id:
         out.append(Need(SUBNET_JOIN, config.network.subnet_id,
                         "put the clusters and private endpoints into the existing subnet (Network Contributor on it)"))
@@ -170,6 +175,13 @@ def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
         out.append(Need(ZONE_JOIN, zone_id, f"register the private endpoints' records in the existing {zone} zone "
                         "(Private DNS Zone Contributor or Network Contributor on it)"))
     return out
+
+
+def _user_assigned(config: StackConfig) -> list[str]:
+    """Every user-assigned identity the stack attaches (the workspace's and the clusters'), once each."""
+    found = [u.resource_id for u in config.workspace.identity.user_assigned_identities]
+    found += [u.resource_id for c in config.clusters for u in c.identity.user_assigned_identities]
+    return list(dict.fromkeys(found))
 
 
 def offline(config: StackConfig, stack: str, subscription: str | None = None) -> dict[str, Any]:
@@ -219,6 +231,10 @@ class Context:
     public_ip: Callable[[], str]
     now: datetime
     private_dns_zone_ids: Mapping[str, str] = field(default_factory=dict)
+    principal_id: str | None = None
+    """The object id of the principal the credential signs in as (its token's ``oid`` claim), when known."""
+    instance_metadata: Callable[[], Mapping[str, Any] | None] = lambda: None
+    """This machine's Azure instance metadata (IMDS ``/metadata/instance``), None when it is no Azure VM."""
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def once(self, key: str, read: Callable[[], Any]) -> Any:
@@ -388,17 +404,22 @@ def _allowed(permissions: Iterable[Mapping[str, Any]], action: str, data: bool =
 
 
 def check_permissions(ctx: Context) -> list[Check]:
-    """Role assignments and the build-context data role, on the stack's resource group (and the subnet's)."""
-    out: list[Check] = []
+    """Role assignments and the build-context data role, on the stack's resource group (and the subnet's); before
+    the group exists, on the subscription (:func:`check_permissions_before_the_group`)."""
     group = ctx.config.workspace.resource_group_name
     try:
         permissions = ctx.arm.list(f"{ctx.group}/providers/Microsoft.Authorization/permissions", AUTHORIZATION_API)
     except ArmError as err:
         if err.code == "ResourceGroupNotFound":
-            return [Check("permissions", "UNKNOWN", f"resource group {group} does not exist yet, and Azure lists a "
-                          "caller's permissions per resource group",
-                          f"create it first (az group create -n {group} -l {ctx.location}) and re-run the preflight")]
+            return check_permissions_before_the_group(ctx)
         return [_unknown("permissions", err, f"your permissions on resource group {group}")]
+    return _permission_rows(ctx, permissions, group) + _elsewhere_rows(ctx)
+
+
+def _permission_rows(ctx: Context, permissions: list[dict[str, Any]], where: str) -> list[Check]:
+    """The role-assignment and build-context rows for ``permissions`` held on ``where``."""
+    out: list[Check] = []
+    group = where
     required = {n.action: n for n in needs(ctx.config, ctx.subscription)}
     can_assign = _allowed(permissions, ROLE_ASSIGNMENTS_WRITE)
     if ROLE_ASSIGNMENTS_WRITE in required:
@@ -415,15 +436,19 @@ def check_permissions(ctx: Context) -> list[Check]:
         out.append(Check("permission: build-context upload (data role)", status, detail,
                          "" if status == "OK" else f"grant it Storage Blob Data Contributor on {group}, "
                          "or the right to create role assignments (above)"))
-    elsewhere = [n for n in needs(ctx.config, ctx.subscription) if n.action in _ELSEWHERE]
-    out += [_check_elsewhere(ctx, n) for n in elsewhere]
     return out
+
+
+def _elsewhere_rows(ctx: Context) -> list[Check]:
+    return [_check_elsewhere(ctx, n) for n in needs(ctx.config, ctx.subscription) if n.action in _ELSEWHERE]
 
 
 _ELSEWHERE = {
     SUBNET_JOIN: ("join the existing subnet", "ask the network's owner for Network Contributor on {scope}"),
     ZONE_JOIN: ("join private DNS zone {name}", "ask the zone's owner for Private DNS Zone Contributor on {scope}"),
     IDENTITY_READ: ("read the user-assigned identity", "ask for Reader (or Managed Identity Operator) on {scope}"),
+    IDENTITY_ASSIGN: ("assign user-assigned identity {name}", "ask the identity's owner for Managed Identity "
+                      "Operator on {scope}"),
 }
 """Permissions needed on resources outside the stack's resource group: (row name, fix)."""
 
@@ -532,30 +557,263 @@ def check_dns_links(ctx: Context) -> list[Check]:
     return out
 
 
-def check_network_path(ctx: Context) -> list[Check]:
-    """The build-context upload reaches the storage account: this machine's IP is inside operator_ip_ranges."""
+
+
+# --------------------------------------------------------------------------------------------- first deployment
+
+RESOURCES_API = "2021-04-01"
+KEY_VAULT_API = "2023-07-01"
+NETWORK_API = "2024-05-01"
+PROVIDERS = ("Microsoft.MachineLearningServices", "Microsoft.Storage", "Microsoft.KeyVault",
+             "Microsoft.ContainerRegistry", "Microsoft.Insights", "Microsoft.OperationalInsights", "Microsoft.Network")
+"""Resource providers every stack creates resources of."""
+REGISTERED_EVERYWHERE = ("Microsoft.Resources", "Microsoft.Authorization")
+"""Resource providers every subscription has registered (Microsoft Learn, "Resource providers and types")."""
+COSMOS_DB_APP = "a232010e-820c-4083-83bb-3ace5fc29d0b"
+"""The Azure Cosmos DB first-party application (Azure public cloud), which needs get, wrapKey and unwrapKey on a
+workspace's customer-managed key (Microsoft Learn, "Use customer-managed keys with Azure Machine Learning")."""
+
+
+def required_providers(config: StackConfig) -> list[str]:
+    """The resource providers the subscription must have registered before the first ``pulumi up``: what the stack
+    creates, Microsoft.ManagedIdentity for user-assigned identities, and for a customer-managed key
+    Microsoft.DocumentDB and Microsoft.Search (Learn, "Use customer-managed keys with Azure Machine Learning":
+    prerequisites)."""
+    out = list(PROVIDERS)
+    if _user_assigned(config):
+        out.append("Microsoft.ManagedIdentity")
+    if config.workspace.customer_managed_key:
+        out += ["Microsoft.DocumentDB", "Microsoft.Search"]
+    return out
+
+
+def check_providers(ctx: Context) -> list[Check]:
+    """Each required resource provider is registered (``GET /subscriptions/{id}/providers/{namespace}``)."""
+    name = "resource providers"
+    states: dict[str, str] = {}
+    for namespace in required_providers(ctx.config):
+        try:
+            found = ctx.arm.get(f"/subscriptions/{ctx.subscription}/providers/{namespace}", RESOURCES_API)
+        except ArmError as err:
+            return [_unknown(name, err, f"the registration of {namespace}")]
+        states[namespace] = str(found.get("registrationState") or "unknown")
+    missing = {ns: state for ns, state in states.items() if state.lower() != "registered"}
+    if not missing:
+        return [Check(name, "OK", "registered: " + ", ".join(states))]
+    return [Check(name, "PROBLEM", "not registered: " + ", ".join(f"{ns} ({state})" for ns, state in missing.items())
+                  + ": pulumi up stops with MissingSubscriptionRegistration",
+                  "; ".join(f"az provider register --namespace {ns}" for ns in missing)
+                  + " (Registering takes a few minutes; re-run the preflight)")]
+
+
+def _aml_sizes(ctx: Context, where: str) -> dict[str, dict[str, Any]]:
+    def read() -> dict[str, dict[str, Any]]:
+        items = ctx.arm.list(f"/subscriptions/{ctx.subscription}/providers/Microsoft.MachineLearningServices"
+                             f"/locations/{where}/vmSizes", MLS_API)
+        return {str(i.get("name", "")).lower(): i for i in items}
+
+    return dict(ctx.once(f"aml-sizes:{where}", read))
+
+
+def check_aml_sizes(ctx: Context) -> list[Check]:
+    """Each cluster's size is one Azure ML offers for compute clusters in its region (AmlCompute's own list,
+    ``Microsoft.MachineLearningServices/locations/{region}/vmSizes``: a size the Compute SKU list offers may still
+    be refused for AmlCompute), low-priority capable for a low-priority cluster."""
+    clusters: list[tuple[str, str, str, str]] = [
+        (c.name, c.size, c.tier, arm_region(c.location) if c.location else ctx.location) for c in ctx.config.clusters]
+    if ctx.config.workspace.public_network_access == "Disabled":
+        builder = ctx.config.workspace.image_build_compute
+        clusters.append((builder.name, builder.size, "dedicated", ctx.location))
+    out = []
+    for where in sorted({c[3] for c in clusters}):
+        try:
+            sizes = _aml_sizes(ctx, where)
+        except ArmError as err:
+            out.append(_unknown("Azure ML size", err, f"Azure ML's VM sizes in {where}"))
+            continue
+        for cluster, size, tier, region in clusters:
+            if region != where:
+                continue
+            name = f"Azure ML size {size} ({cluster})"
+            found = sizes.get(size.lower())
+            if found is None or "AmlCompute" not in (found.get("supportedComputeTypes") or ["AmlCompute"]):
+                out.append(Check(name, "PROBLEM", f"Azure ML does not offer {size} for compute clusters in {where}",
+                                 f"pick a size Azure ML lists there (az ml compute list-sizes --location {where}) "
+                                 "or another region"))
+            elif tier == "low_priority" and found.get("lowPriorityCapable") is False:
+                out.append(Check(name, "PROBLEM", f"{size} is not low-priority capable in {where}",
+                                 "set tier: dedicated, or pick a low-priority capable size"))
+            else:
+                out.append(Check(name, "OK", f"offered for compute clusters in {where}"))
+    return out
+
+
+def check_permissions_before_the_group(ctx: Context) -> list[Check]:
+    """The permission rows when the stack's resource group does not exist yet: Azure lists a caller's permissions
+    per resource group, so they are read from the caller's role assignments on the subscription (and above it:
+    management groups) and those roles' definitions (``roleAssignments?$filter=assignedTo('{oid}')``)."""
+    group = ctx.config.workspace.resource_group_name
+    if not ctx.principal_id:
+        return [Check("permissions", "UNKNOWN", f"resource group {group} does not exist yet, and the credential does "
+                      "not say who signed in", f"create it first (az group create -n {group} -l {ctx.location}) and "
+                      "re-run the preflight")]
+    subscription = f"/subscriptions/{ctx.subscription}"
+    try:
+        assignments = ctx.arm.list(f"{subscription}/providers/Microsoft.Authorization/roleAssignments",
+                                   AUTHORIZATION_API, **{"$filter": f"assignedTo('{ctx.principal_id}')"})
+        # At the subscription or above it (a management group): those hold on a group created in it.
+        roles = sorted({str((a.get("properties") or {}).get("roleDefinitionId", "")) for a in assignments
+                        if not str((a.get("properties") or {}).get("scope", "")).lower().startswith(
+                            subscription.lower() + "/")} - {""})
+        permissions: list[dict[str, Any]] = []
+        for role in roles:
+            definition = ctx.once(f"role:{role.lower()}", partial(ctx.arm.get, role, AUTHORIZATION_API))
+            permissions += (definition.get("properties") or {}).get("permissions") or []
+    except ArmError as err:
+        return [_unknown("permissions", err, "your role assignments on the subscription")]
+    creates = _allowed(permissions, RESOURCE_GROUP_WRITE)
+    row = Check("permission: create the resource group", "OK" if creates else "PROBLEM",
+                f"{RESOURCE_GROUP_WRITE} on the subscription is {'granted' if creates else 'not granted'} "
+                f"(resource group {group} does not exist yet)",
+                "" if creates else f"ask for Contributor on the subscription, or have {group} created for you "
+                f"(az group create -n {group} -l {ctx.location}) with Contributor on it")
+    return [row, *_permission_rows(ctx, permissions, f"the subscription {ctx.subscription}"), *_elsewhere_rows(ctx)]
+
+
+def check_deleted_key_vault(ctx: Context) -> list[Check]:
+    """The workspace key vault's name (derived from the workspace and group names) is not held by a deleted vault
+    (``Microsoft.KeyVault/locations/{region}/deletedVaults/{name}``): purge protection keeps it for up to 90
+    days, and a re-created stack would be refused the name (Microsoft Learn, "Azure Key Vault soft-delete
+    overview")."""
+    vault = ctx.config.workspace.key_vault_name
+    name = "soft-deleted key vault"
+    try:
+        deleted = ctx.arm.get(f"/subscriptions/{ctx.subscription}/providers/Microsoft.KeyVault/locations/"
+                              f"{ctx.location}/deletedVaults/{vault}", KEY_VAULT_API)
+    except ArmError as err:
+        if err.status == 404:
+            return [Check(name, "OK", f"no deleted vault holds the name {vault} in {ctx.location}")]
+        return [_unknown(name, err, f"the deleted key vaults of {ctx.location}")]
+    props = deleted.get("properties") or {}
+    purge = str(props.get("scheduledPurgeDate", ""))[:10] or "its purge date"
+    protected = props.get("purgeProtectionEnabled") is True
+    return [Check(name, "PROBLEM", f"the key vault name {vault} is held by a vault deleted on "
+                  f"{str(props.get('deletionDate', ''))[:10] or 'an earlier date'}"
+                  + (f", purge-protected until {purge}" if protected else f", kept until {purge}"),
+                  f"recover it (az keyvault recover --name {vault}) and import it into the stack (docs/operations.md, "
+                  "the key vault)" + ("" if protected else f", or purge it (az keyvault purge --name {vault})")
+                  + ", or change workspace.name or workspace.resource_group")]
+
+
+def check_customer_managed_key(ctx: Context) -> list[Check]:
+    """A customer-managed key's vault has soft delete and purge protection (Microsoft Learn, "Use customer-managed
+    keys with Azure Machine Learning": the vault "must enable soft delete and purge protection"), and the key access
+    Azure Cosmos DB and the workspace's identity need, which Resource Manager cannot show (object ids only)."""
+    key = ctx.config.workspace.customer_managed_key
+    if key is None:
+        return []
+    name = "customer-managed key vault"
+    vault_name = key.key_vault.rsplit("/", 1)[-1]
+    try:
+        vault = ctx.arm.get(key.key_vault, KEY_VAULT_API)
+    except ArmError as err:
+        if err.status == 404:
+            return [Check(name, "PROBLEM", f"{key.key_vault} does not exist ({err.code})",
+                          "fix workspace.customer_managed_key.key_vault")]
+        return [_unknown(name, err, f"key vault {vault_name}")]
+    props = vault.get("properties") or {}
+    missing = [what for what, on in (("soft delete", props.get("enableSoftDelete", True) is not False),
+                                     ("purge protection", props.get("enablePurgeProtection") is True)) if not on]
+    rows = [Check(name, "PROBLEM" if missing else "OK",
+                  f"{vault_name} has " + ("no " + " and no ".join(missing) if missing
+                                          else "soft delete and purge protection"),
+                  "" if not missing else f"az keyvault update --name {vault_name} --enable-purge-protection true "
+                  "(soft delete is on for every vault created since 2020; it cannot be turned on later)")]
+    identity = ctx.config.workspace.primary_user_assigned_identity
+    grantees = f"Azure Cosmos DB (application {COSMOS_DB_APP})" + (
+        f" and the workspace identity {identity.rsplit('/', 1)[-1]}" if identity else "")
+    model = "Key Vault Crypto Service Encryption User role" if props.get("enableRbacAuthorization") else \
+        "access policy with key permissions get, wrapKey, unwrapKey"
+    rows.append(Check("customer-managed key access", "UNKNOWN",
+                      f"{grantees} need get, wrapKey and unwrapKey on the key; Resource Manager shows grants by object "
+                      "id only, so this is not checked here",
+                      f"grant each a {model} on {vault_name} before pulumi up (docs/operations.md, customer-managed "
+                      "key)"))
+    return rows
+
+
+def _network_exists(ctx: Context) -> bool | None:
+    """Whether the network the stack creates exists already (a later ``pulumi up``); None when unreadable."""
+    vnet = f"{ctx.group}/providers/Microsoft.Network/virtualNetworks/vnet-{ctx.config.workspace.name}"
+    try:
+        ctx.arm.get(vnet, NETWORK_API)
+        return True
+    except ArmError as err:
+        if err.status == 404:
+            return False
+        if err.status == 401:
+            raise
+        return None
+
+
+def check_upload_path(ctx: Context) -> list[Check]:
+    """The build-context upload reaches the workspace storage from this machine, by the path the stack states.
+
+    The storage account refuses public traffic unless ``network.operator_ip_ranges`` lists addresses (then its
+    firewall admits only those). So: with ranges, this machine's public address must be inside them, and it must
+    not be an Azure VM in the account's region, whose requests IP rules do not apply to (Microsoft Learn, "Azure
+    Storage network security"; the region from the instance metadata service). Without ranges the upload goes
+    through the blob private endpoint: impossible while the network is the one this ``pulumi up`` creates, and
+    otherwise a matter of where this machine sits, which is not visible from here.
+    """
     name = "build-context network path"
     builds = [e.name for e in ctx.config.environments if e.build is not None]
     if not builds:
         return [Check(name, "OK", "no environment has a build context: nothing is uploaded")]
-    if ctx.config.workspace.public_network_access != "Disabled":
-        return [Check(name, "OK", "the workspace storage accepts public traffic: the upload needs no firewall rule")]
-    try:
-        address = ipaddress.ip_address(ctx.public_ip())
-    except (ArmError, ValueError, KeyError, OSError) as err:
-        return [Check(name, "UNKNOWN", f"could not learn this machine's public IP ({err})",
-                      "pass --public-ip, or run pulumi up from inside the network")]
-    ranges = ctx.config.network.operator_ip_ranges
-    inside = [r for r in ranges if address in ipaddress.ip_network(r, strict=False)]
-    if inside:
-        return [Check(name, "OK", f"{address} is inside network.operator_ip_ranges ({inside[0]})")]
-    return [Check(name, "PROBLEM", f"this machine's public IP {address} is not in network.operator_ip_ranges "
-                  f"({', '.join(ranges) or 'empty'}): the storage firewall refuses the upload of {', '.join(builds)}",
-                  f"add {address}/32 to network.operator_ip_ranges, or run pulumi up from inside the network")]
+    network = ctx.config.network
+    host = ctx.instance_metadata()
+    host_region = arm_region(str((host or {}).get("compute", {}).get("location", ""))) or None
+    if network.operator_ip_ranges:
+        if host_region == ctx.location:
+            return [Check(name, "PROBLEM", f"this machine is an Azure VM in {ctx.location}, the storage account's "
+                          "region: IP rules do not apply to requests from the account's own region, so "
+                          "network.operator_ip_ranges cannot let it through",
+                          f"run pulumi up from a machine outside {ctx.location} whose address is in "
+                          "network.operator_ip_ranges, or deploy into an existing network (network.subnet_id) and run "
+                          "it inside")]
+        try:
+            address = ipaddress.ip_address(ctx.public_ip())
+        except (ArmError, ValueError, KeyError, OSError) as err:
+            return [Check(name, "UNKNOWN", f"could not learn this machine's public IP ({err})",
+                          "pass --public-ip, or run pulumi up from inside the network")]
+        inside = [r for r in network.operator_ip_ranges if address in ipaddress.ip_network(r, strict=False)]
+        if inside:
+            return [Check(name, "OK", f"{address} is inside network.operator_ip_ranges ({inside[0]})")]
+        return [Check(name, "PROBLEM", f"this machine's public IP {address} is not in network.operator_ip_ranges "
+                      f"({', '.join(network.operator_ip_ranges)}): the storage firewall refuses the upload of "
+                      f"{', '.join(builds)}", f"add {address} to network.operator_ip_ranges, or run pulumi up from a "
+                      "machine whose address is listed")]
+    if network.creates_network:
+        exists = _network_exists(ctx)
+        if exists is False:
+            return [Check(name, "PROBLEM", f"the storage account refuses public traffic and the network "
+                          f"vnet-{ctx.config.workspace.name} is created by this pulumi up: no machine is inside it "
+                          f"while {', '.join(builds)} are uploaded",
+                          "list this machine's public address in network.operator_ip_ranges (amlgpu init "
+                          "--operator-ip-range), or deploy into an existing network (network.subnet_id) and run "
+                          "pulumi up inside it")]
+        where = f"vnet-{ctx.config.workspace.name}"
+    else:
+        where = str(network.subnet_id).split("/subnets/")[0].rsplit("/", 1)[-1]
+    return [Check(name, "UNKNOWN", f"the storage account refuses public traffic: the upload needs this machine "
+                  f"inside {where} or a network peered to it, with the privatelink.blob zone linked, which is not "
+                  "visible from here" + ("" if host else " (this machine is no Azure VM)"),
+                  f"run pulumi up on a runner inside {where} (the deploy workflow's DEPLOY_RUNNER_LABELS)")]
 
 
 LIVE_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
-    check_sizes, check_quota, check_permissions, check_soft_deleted, check_dns_links, check_network_path,
+    check_providers, check_sizes, check_aml_sizes, check_quota, check_permissions, check_soft_deleted,
+    check_deleted_key_vault, check_customer_managed_key, check_dns_links, check_upload_path,
 )
 
 
@@ -566,8 +824,8 @@ def live_checks(ctx: Context) -> list[Check]:
 
 def unknown_rows(reason: str, fix: str) -> list[Check]:
     """The live checks' rows when none can run (no credentials, no subscription)."""
-    names = ("size offered", "quota", "permissions", "soft-deleted workspace", "private DNS zones",
-             "build-context network path")
+    names = ("resource providers", "size offered", "Azure ML size", "quota", "permissions", "soft-deleted workspace",
+             "soft-deleted key vault", "private DNS zones", "build-context network path")
     return [Check(name, "UNKNOWN", reason, fix) for name in names]
 
 

@@ -64,20 +64,96 @@ def _one_line(text: str) -> str:
     return flat if end < 0 else flat[: end + 1]
 
 
+ADVISORY_SHOWN = 10
+"""Advisory findings the terminal lists before "N more in policy.md" (all of them are in policy.md)."""
+
+
+def _finding_line(finding: Any, file: str, line_of: Callable[[tuple[str | int, ...]], int]) -> str:
+    return (f"{file}:{line_of(finding.location)}  {finding.rule.id}  [{finding.rule.severity}]  "
+            f"{finding.subject}: {' '.join(finding.message.split())}")
+
+
 def findings_text(report: Any, file: str, line_of: Callable[[tuple[str | int, ...]], int]) -> list[str]:
     """Each open mandatory finding as ``file:line  rule-id  [severity]  subject: message`` with its fix below
-    (as ruff, Checkov and tflint print theirs), then the advisory count; empty when nothing mandatory failed."""
+    (as ruff, Checkov and tflint print theirs), then the count line; empty when nothing mandatory failed."""
     mandatory = [f for f in report.findings if not f.waived and f.enforcement == "mandatory"]
     if not mandatory:
         return []
     lines = []
     for finding in mandatory:
-        lines.append(f"{file}:{line_of(finding.location)}  {finding.rule.id}  [{finding.rule.severity}]  "
-                     f"{finding.subject}: {' '.join(finding.message.split())}")
+        lines.append(_finding_line(finding, file, line_of))
         lines.append(f"    fix: {_one_line(finding.rule.remediation)}")
     n, advisory = len(mandatory), report.advisory_failures
     lines.append(f"{n} mandatory failure{'s' if n != 1 else ''} (exit 1); {advisory} advisory warning"
                  f"{'s' if advisory != 1 else ''} and the full report in policy.md.")
+    return lines
+
+
+def stale_waivers_text(report: Any) -> list[str]:
+    """One line per stale waiver (approved for a finding that has since changed): what changed, how to approve."""
+    return [f"note: {stale.why}" for stale in report.stale_waivers]
+
+
+def advisory_text(report: Any, file: str, line_of: Callable[[tuple[str | int, ...]], int], *,
+                  policy_md: str = "policy.md", shown: int = ADVISORY_SHOWN) -> list[str]:
+    """The open advisory findings, most severe first, one line each, at most ``shown`` of them and then how
+    many more ``policy_md`` lists; empty when there is none."""
+    advisory = [f for f in report.findings if not f.waived and f.enforcement == "advisory"]
+    if not advisory:
+        return []
+    lines = [f"Advisory findings (reported, not blocking; fixes in {policy_md}):"]
+    lines += [f"  {_finding_line(f, file, line_of)}" for f in advisory[:shown]]
+    if len(advisory) > shown:
+        lines.append(f"  {len(advisory) - shown} more in {policy_md}.")
+    return lines
+
+
+def waivers_text(report: Any) -> list[str]:
+    """The waivers in effect (what each excuses, until when, who granted it) and those that expired. A stale
+    waiver (:func:`stale_waivers_text`) is in neither list."""
+    expired = [w for _, w in report.expired_waivers]
+    stale = [s.waiver for s in report.stale_waivers]  # listed on their own, with the fingerprint to approve
+    lines = []
+    active = [w for w in report.waivers if not any(w is e for e in (*expired, *stale))]
+    if active:
+        lines.append("Waivers in effect:")
+        for waiver in active:
+            excused = sum(1 for f in report.findings if f.waiver is waiver)
+            lines.append(f"  {waiver.rule} for {waiver.resource} until {waiver.expires.isoformat()} ({waiver.origin}, "
+                         f"{excused} finding{'s' if excused != 1 else ''} waived): {_one_line(waiver.reason)}")
+    if report.expired_waivers:
+        lines.append("Expired waivers (no longer applied: renew or remove them):")
+        lines += [f"  waivers[{i}]: {w.rule} for {w.resource} expired on {w.expires.isoformat()}"
+                  for i, w in report.expired_waivers]
+    return lines
+
+
+def _usd(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def cost_text(cost: Any) -> list[str]:
+    """What the stack costs at list price: the priced figure, and each cluster the table has no price for."""
+    from infra.prices import DEFAULT_TABLE, load
+
+    unpriced = [c for c in cost.clusters if c.node_usd_per_hour is None and c.max_instances]
+    priced = [c for c in cost.clusters if c.node_usd_per_hour is not None]
+    floor = cost.floor_usd_per_month
+    floor_text = f"{_usd(floor)} USD/month idle floor" if isinstance(floor, float) else "idle floor unknown"
+    parts = ", ".join(f"{c.name} {c.max_instances} x {_usd(c.node_usd_per_hour)}" for c in priced)
+    if not unpriced:
+        return [f"Cost at list price: {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster at max "
+                f"nodes ({parts}), {floor_text} (cost.json)."]
+    lines = []
+    if priced:
+        lines.append(f"Cost at list price: at least {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster "
+                     f"at max nodes ({parts}), {floor_text} (cost.json).")
+    else:
+        lines.append(f"Cost at list price: unknown: no cluster of this stack has a price in the table; {floor_text}.")
+    regions = ", ".join(load(DEFAULT_TABLE).regions)
+    missing = ", ".join(f"{c.name} ({c.size} in {c.region}, {c.tier})" for c in unpriced)
+    lines.append(f"  Not priced: {missing}. The shipped table covers {regions}; add figures with "
+                 "`amlgpu prices refresh --region R` or `--prices FILE`.")
     return lines
 
 
@@ -126,9 +202,34 @@ def plan_tree(result: Any, out: str) -> str:
         f"Wrote {out}/: resources.json, outputs.json, policy.sarif, policy.md"
         + (f", jobs/*.yml ({len(result.job_files)})" if result.job_files else ""),
     ]
-    failures = findings_text(report, result.stack.file.display, result.stack.file.line_of)
+    file, line_of = result.stack.file.display, result.stack.file.line_of
+    failures = findings_text(report, file, line_of)
     if failures:
         lines += ["", "Mandatory policy failures:", *failures]
+    stale = stale_waivers_text(report)
+    if stale:
+        stale = ["Stale waivers (the finding changed since approval; not applied):", *stale]
+    advisory = advisory_text(report, file, line_of, policy_md=f"{out}/policy.md")
+    waivers = waivers_text(report)
+    for block in (stale, advisory, waivers):
+        if block:
+            lines += ["", *block]
+    return "\n".join(lines)
+
+
+def stack_report(result: Any, out: str) -> str:
+    """The terminal report of one planned stack (``result``: a :class:`~amlgpu.commands.plan.PlanResult`):
+    what would be created, the policy verdict (mandatory findings with their fix, advisory findings, waivers),
+    the cost at list price and, against a base, the change. ``out``: the output folder as shown."""
+    lines = [plan_tree(result, out)]
+    if result.cost is not None:
+        lines += ["", *cost_text(result.cost)]
+        unsold = [f"{c.name} ({c.size} in {c.region})" for c in result.cost.not_listed]
+        if unsold:
+            lines.append(f"Not listed as sold in its region (Microsoft's products-by-region table): "
+                         f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
+    if result.diff is not None:
+        lines.append(f"Against {result.diff['base']}: {result.diff['verdict']} (diff.json)")
     return "\n".join(lines)
 
 

@@ -27,6 +27,8 @@ from typing import Any
 
 from infra import availability
 from policies.cost import UNBOUNDED, UNKNOWN, CostReport
+from policies.markdown import code
+from policies.markdown import text as markdown_text
 
 REPLACEMENTS = Path(__file__).resolve().parent.parent / "infra" / "replacements.json"
 RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
@@ -273,8 +275,9 @@ def cost_change(base: CostReport, head: CostReport) -> dict[str, Any]:
 # --- Markdown ---------------------------------------------------------------------------------------
 
 
-def _cell(text: Any) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+def _cell(value: Any) -> str:
+    """Free text safe in ``policy.md`` (:func:`policies.markdown.text`): values come from the stack file."""
+    return markdown_text(value)
 
 
 _ICONS = {
@@ -284,29 +287,32 @@ _ICONS = {
 
 def diff_markdown(result: Mapping[str, Any]) -> str:
     """The diff section that tops ``policy.md``."""
-    lines = [f"## Changes against `{_cell(result['base'])}`", "", f"**Verdict:** {_cell(result['verdict'])}"]
+    lines = [f"## Changes against {code(result['base'])}", "", f"**Verdict:** {_cell(result['verdict'])}"]
     if result["resources"]:
         lines += ["", "| | Resource | Type | Inputs (old -> new) |", "|---|---|---|---|"]
         for r in result["resources"]:
             mark = "⛔ blocked " + r["action"] if r.get("blocked") else _ICONS[r["action"]]
             details = [
-                _change_text(f"`{c['input']}`", c["old"], c["new"])
+                _change_text(code(c["input"]), c["old"], c["new"])
                 + (f" (replaces: {c['replaces']})" if "replaces" in c else "")
                 for c in r.get("changes", [])
             ]
-            details += [f"option `{k}`: {v['old']} -> {v['new']}" for k, v in r.get("options", {}).items()]
+            details += [f"option {code(k)}: {_cell(v['old'])} -> {_cell(v['new'])}"
+                        for k, v in r.get("options", {}).items()]
             if r["action"] == "replace":
                 details.append("deleted before the new one is created" if r.get("deleteBeforeReplace")
                                else "new one created before the old is deleted")
             if r.get("retainOnDelete"):
                 details.append("kept in Azure (retainOnDelete)")
-            lines.append(f"| {mark} | `{_cell(r['name'])}` | {r['type'].rsplit(':', 1)[-1]} | {'<br>'.join(details)} |")
+            kind = _cell(r["type"].rsplit(":", 1)[-1])
+            lines.append(f"| {mark} | {code(r['name'])} | {kind} | {'<br>'.join(details)} |")
     if result["runs"]:
         lines += ["", "| | Run | Cluster | Nodes x processes | Environment | Changes |", "|---|---|---|---|---|---|"]
         for r in result["runs"]:
-            changes = "<br>".join(_change_text(c["field"], c["old"], c["new"]) for c in r.get("changes", []))
-            lines.append(f"| {_ICONS[r['action']]} | `{_cell(r['name'])}` | {r['cluster']} | "
-                         f"{r['nodes']} x {r['processes_per_node'] or 1} | `{_cell(r['environment'])}` | {changes} |")
+            changes = "<br>".join(_change_text(_cell(c["field"]), c["old"], c["new"]) for c in r.get("changes", []))
+            lines.append(f"| {_ICONS[r['action']]} | {code(r['name'])} | {_cell(r['cluster'])} | "
+                         f"{_cell(r['nodes'])} x {_cell(r['processes_per_node'] or 1)} | {code(r['environment'])} | "
+                         f"{changes} |")
     return "\n".join(lines) + "\n"
 
 
@@ -345,7 +351,7 @@ def cost_markdown(cost: CostReport, change: Mapping[str, Any] | None = None) -> 
         delta = by_name.get(c.name)
         cell = (f" {_signed(delta['ceiling_usd_per_hour']['change'])} / "
                 f"{_signed(delta['floor_usd_per_month']['change'])} |" if delta else (" |" if change else ""))
-        lines.append(f"| `{c.name}` | {c.size} | {c.tier} | {c.region} | {node} | "
+        lines.append(f"| {code(c.name)} | {_cell(c.size)} | {_cell(c.tier)} | {_cell(c.region)} | {node} | "
                      f"{_money(c.ceiling_usd_per_hour)} (max {c.max_instances}) | "
                      f"{_money(c.floor_usd_per_month)} (min {c.min_instances}) |" + cell)
     if cost.runs:
@@ -353,15 +359,18 @@ def cost_markdown(cost: CostReport, change: Mapping[str, Any] | None = None) -> 
         for r in cost.runs:
             bound = f"{r.timeout_s / 3600:g} h" if r.timeout_s else "no timeout"
             ceiling = UNBOUNDED if r.ceiling_usd == UNBOUNDED else _money(r.ceiling_usd)
-            lines.append(f"| `{r.name}` | {r.cluster} | {r.nodes} | {_money(r.usd_per_hour)} | {ceiling} ({bound}) |")
+            lines.append(f"| {code(r.name)} | {_cell(r.cluster)} | {r.nodes} | {_money(r.usd_per_hour)} | {ceiling} "
+                         f"({bound}) |")
     if cost.not_listed:
         regions = availability.load()
         lines += [""] + [
-            f"- `{c.name}`: {c.size} ({regions.series_of(c.size)}) is not listed for {c.region} in Microsoft's "
-            f"products-by-region table ({regions.date}): it has no list price there and the cluster may not "
-            "deploy (`amlgpu preflight` asks the subscription)." for c in cost.not_listed]
+            f"- {code(c.name)}: {_cell(c.size)} ({regions.series_of(c.size)}) is not listed for {_cell(c.region)} in "
+            f"Microsoft's products-by-region table ({regions.date}): it has no list price there and the cluster may "
+            "not deploy (`amlgpu preflight` asks the subscription)." for c in cost.not_listed]
     dated = sorted({f"{c.size} in {c.region}: {c.price_date}" for c in cost.clusters if c.price_date})
+    sources = sorted({c.price_source for c in cost.clusters if c.price_source})
     lines += ["", "Prices: Linux list prices from the pricing table (`infra/prices.json`, Azure Retail Prices API"
               + (f"; {'; '.join(dated)}" if dated else "") + "). *unknown*: the table has no price for that size, "
               "region and tier (`amlgpu prices refresh --region R`, or `--prices FILE`)."]
+    lines += [f"- Source: {_cell(source)}" for source in sources]
     return "\n".join(lines) + "\n"

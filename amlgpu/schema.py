@@ -16,7 +16,8 @@ Shape, so typos fail in the editor as they fail in ``amlgpu plan``:
 
 What a schema cannot express (cross-references between clusters and runs, files on disk, one of
 ``image``/``build``/``reference``) is checked by the model; the schema never rejects a stack the
-model accepts, except a GPU size spelled in another case than Azure's.
+model accepts: the enum values Azure ML reads in any letter case (``tier: Dedicated``, ``type: PyTorch``,
+GPU sizes) or in camel case (``SystemAssigned``) are accepted so (:mod:`infra.enums`).
 
 Every key carries a description: the field's attribute docstring in the model where it has one, else
 the entry in :data:`FIELD_DOCS`. ``tests/test_schema_*`` fail on a field with neither.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import re
 import textwrap
 import typing
 from collections.abc import Iterator
@@ -37,6 +39,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
 from infra import skus
+from infra.enums import AzureSpelling
 from infra.naming import NamingRule
 from model import NAMESPACE
 from model.config import LOCATION_KEY, SUBSCRIPTION_KEY, StackConfig
@@ -50,14 +53,16 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # vocabulary of Azure ML's CLI v2 docs, which is the vocabulary of the stack file.
 FIELD_DOCS: dict[str, str] = {
     "StackConfig.location": "Azure region of every resource, e.g. westeurope. Set as azure-native:location "
-    "(the provider's own setting) or as workspace.location.",
+    "(the provider's own setting) or as workspace.location. ARM's name or the display name (West Europe), in any "
+    "case; a name Azure does not have (infra/regions.json) is refused with the closest ones.",
     "StackConfig.workspace": "The Azure ML workspace and its dependencies (storage, key vault, registry, "
     "monitoring).",
     "StackConfig.network": "The private network of the workspace and its clusters: a new virtual network, or "
     "an existing subnet.",
     "StackConfig.clusters": "GPU AmlCompute clusters (at least one).",
     "StackConfig.environments": "Training environments registered in the workspace.",
-    "StackConfig.jobs": "Declared distributed runs, in Azure ML CLI v2 commandJob keys: see docs/jobs.md.",
+    "StackConfig.jobs": "Declared distributed runs in Azure ML CLI v2 commandJob keys, pipelines (type: pipeline) and "
+    "sweeps (type: sweep): see docs/jobs.md.",
     "StackConfig.waivers": "Reviewed exceptions to a policy rule for one named resource or run: see "
     "docs/policies.md.",
     # workspace
@@ -102,7 +107,8 @@ FIELD_DOCS: dict[str, str] = {
     "network).",
     "Cluster.ssh_public_access_enabled": "Open SSH to the nodes.",
     "Cluster.identity": "The cluster's managed identity, used by runs to reach data and the registry.",
-    "Cluster.location": "Region of the cluster when it differs from the workspace's.",
+    "Cluster.location": "Region of the cluster when it differs from the workspace's (an Azure region name, as "
+    "for azure-native:location).",
     "Cluster.description": "Free text shown in Azure ML studio.",
     "Cluster.tags": "Azure tags on the cluster.",
     # environments
@@ -175,6 +181,18 @@ class _Generator(GenerateJsonSchema):
     def field_title_should_be_set(self, schema: Any) -> bool:
         return False  # titles like "Min Instances" repeat the key; descriptions say what it means
 
+    def function_before_schema(self, schema: Any) -> dict[str, Any]:
+        generated = super().function_before_schema(schema)
+        spelling = getattr(schema["function"]["function"], "azure_spelling", None)
+        if isinstance(spelling, AzureSpelling) and isinstance(generated.get("enum"), list):
+            # The model takes the spellings azure-ai-ml takes (`Dedicated`, `SystemAssigned`): so does the editor.
+            values: list[str] = generated["enum"]
+            if spelling.any_case:
+                return any_case(generated, values)
+            spellings = sorted({s for v in values for s in spelling.spellings(v)} - set(values))
+            return {**generated, "enum": [*values, *spellings]}
+        return generated
+
     def function_after_schema(self, schema: Any) -> dict[str, Any]:
         generated = super().function_after_schema(schema)
         rule = getattr(schema["function"]["function"], "__self__", None)
@@ -185,6 +203,15 @@ class _Generator(GenerateJsonSchema):
                 "patternErrorMessage": f"{rule.what}: {rule.explanation}",
             }
         return generated
+
+
+def any_case(node: dict[str, Any], values: list[str]) -> dict[str, Any]:
+    """``node`` (an ``enum``/``const`` of ``values``) accepting every letter case of them: the values stay
+    offered for completion, a pattern (ECMA regexes have no case-insensitive flag) accepts the rest."""
+    letters = "|".join("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in v)
+                       for v in values)
+    kept = {k: v for k, v in node.items() if k not in ("enum", "const", "type")}
+    return {**kept, "anyOf": [{"type": "string", "enum": values}, {"type": "string", "pattern": f"^(?:{letters})$"}]}
 
 
 def models() -> Iterator[type[BaseModel]]:
@@ -266,10 +293,14 @@ def stack_schema() -> dict[str, Any]:
             node["description"] = _plain(node["description"])
         _describe(by_name[name], node)
     _describe(StackConfig, generated)
-    definitions["Cluster"]["properties"]["size"]["enum"] = sorted(skus.CATALOGUE)
-    definitions["Cluster"]["properties"]["size"]["description"] += (
-        " One of the catalogue's sizes (amlgpu accepts any letter case; the schema offers Azure's spelling)."
-    )
+    size = definitions["Cluster"]["properties"]["size"]
+    description = size["description"] + " One of the catalogue's sizes, in any letter case (as Azure takes them)."
+    definitions["Cluster"]["properties"]["size"] = {**any_case(size, sorted(skus.CATALOGUE)),
+                                                    "description": description}
+    for name in ("PyTorchDistribution", "MpiDistribution", "TensorFlowDistribution"):
+        # azure-ai-ml reads `type: PyTorch` as `pytorch`, and so does the model (model.runs).
+        kind = definitions[name]["properties"]["type"]
+        definitions[name]["properties"]["type"] = any_case(kind, [kind["const"]])
 
     fields: dict[str, Any] = generated["properties"]
     location = fields.pop("location")

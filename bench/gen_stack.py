@@ -109,8 +109,9 @@ _ENVIRONMENTS: tuple[tuple[str, dict[str, Any]], ...] = (
     # acpt-pytorch-2.8-cuda12.6 version 15: released 2026-07-23 (azureml-assets release tags).
     ("pytorch", {"name": "acpt-pytorch-next", "version": "15",
                  "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.8-cuda12.6:15"}),
+    # Azure ML's Open MPI base for CUDA 12.8, the first CUDA that drives every size generated (GB200 included).
     ("mpi", {"name": "openmpi-cuda", "version": "1",
-             "image": "mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04:20240701.v1"}),
+             "image": "mcr.microsoft.com/azureml/openmpi5.0-cuda12.8-ubuntu24.04:20260621.v1"}),
 )
 
 

@@ -7,12 +7,15 @@ credential is any azure-core ``TokenCredential``; nothing here looks one up.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from azure.core import PipelineClient
 from azure.core.credentials import TokenCredential
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.policies import (
     BearerTokenCredentialPolicy,
     HeadersPolicy,
@@ -95,3 +98,44 @@ def public_ip(
     if response.status_code >= 400:
         raise ArmError(response.status_code, str(response.status_code), response.text()[:200], url)
     return str(json.loads(response.text())["ip"])
+
+
+IMDS = "http://169.254.169.254/metadata/instance"
+IMDS_API = "2021-02-01"
+"""Azure's Instance Metadata Service: a link-local endpoint only an Azure VM answers (REST spec
+specification/imds/data-plane, ``GET /metadata/instance`` with the ``Metadata: true`` header)."""
+
+
+def instance_metadata(*, transport: HttpTransport[Any, Any] | None = None) -> dict[str, Any] | None:
+    """This machine's instance metadata when it is an Azure VM (its ``compute.location`` among others), else None.
+
+    One attempt with short timeouts and no proxy: a machine outside Azure has nothing at that address.
+    """
+    client: PipelineClient[HttpRequest, Any] = PipelineClient(
+        IMDS, policies=[HeadersPolicy({"Metadata": "true"})], transport=transport)
+    try:
+        response = client.send_request(HttpRequest("GET", IMDS, params={"api-version": IMDS_API}),
+                                       connection_timeout=2, read_timeout=2, proxies={"http": None})
+    except (ServiceRequestError, ServiceResponseError):
+        return None
+    if response.status_code >= 400:
+        return None
+    try:
+        found = json.loads(response.text())
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def token_object_id(token: str) -> str | None:
+    """The ``oid`` claim of a Microsoft Entra access token (who signed in), read without verifying it: the token
+    is the caller's own, only used to ask Azure about the caller's role assignments."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (binascii.Error, ValueError):
+        return None
+    oid = claims.get("oid") if isinstance(claims, dict) else None
+    return oid if isinstance(oid, str) else None

@@ -6,6 +6,7 @@ Kept in one place so a role GUID or an id format is written once.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 # Built-in role definition ids (Microsoft Learn, "Azure built-in roles").
 CONTRIBUTOR = "b24988ac-6180-42a0-ab88-20f7382dd24c"
@@ -23,6 +24,26 @@ PRIVATE_DNS_ZONES: dict[str, tuple[str, ...]] = {
 """Private endpoint sub-resource (group id) -> the private DNS zones Azure documents for it (Microsoft Learn,
 "Azure Private Endpoint private DNS zone values": Machine Learning, Storage blob/file, Key Vault, Container
 Registry)."""
+
+STORAGE_FIREWALL_CODES = frozenset({"AuthorizationFailure", "AuthorizationSourceIPMismatch"})
+"""Blob REST error codes (``x-ms-error-code``) of a request the storage account's network rules refused, as
+opposed to a missing data role (``AuthorizationPermissionMismatch``). Azure Storage Explorer reports a 403
+``AuthorizationFailure`` as "'Firewalls & virtual networks' settings may be blocking access"
+(microsoft/AzureStorageExplorer#8183); the recorded body is in ``tests/fixtures/blob-rest/``."""
+
+
+def storage_public_network_access(operator_ip_ranges: Sequence[str]) -> str:
+    """The workspace storage account's ``publicNetworkAccess``: ``Disabled``, unless operator ranges must reach
+    its firewall (whose default action denies all other public traffic either way)."""
+    return "Enabled" if operator_ip_ranges else "Disabled"
+
+
+def firewall_refusal(account: str, *, command: str) -> str:
+    """What a storage firewall's refusal means and the two fixes, for a ``command`` run outside the network."""
+    then = "" if command == "pulumi up" else " (then `pulumi up`)"
+    return (f"storage account {account} refused the request at its firewall: add this machine's public "
+            f"address to network.operator_ip_ranges{then} or run `{command}` from inside the network")
+
 
 UNKNOWN_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 """The all-zero GUID, no real subscription: what the offline plan's engine answers when the stack does not

@@ -15,10 +15,13 @@ instead (azure-storage-blob + azure-identity), from a Pulumi dynamic provider:
   URI (the immutable environment version built from the old one keeps its files);
 * :func:`upload_context`: the upload itself, skipping a blob already holding the same content (its
   ``sha256`` metadata), retrying while a fresh role assignment propagates (Azure RBAC: changes can take
-  up to 10 minutes), and failing with one line that says what to fix.
+  up to 10 minutes) and while a fresh private endpoint's network path settles, and failing with one line that
+  says what to fix.
 
-The upload runs from the machine running ``pulumi up``: the storage firewall must let it through
-(``network.operator_ip_ranges``) or it must run inside the network (docs/operations.md).
+The upload runs from the machine running ``pulumi up``, after the deployer's data role and, for a private
+account, after the blob private endpoint and its DNS zone group (``BuildContextsArgs.network_ready``): the
+storage firewall must let that machine through (``network.operator_ip_ranges``) or it must run inside the
+network (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -37,17 +40,21 @@ import pulumi_azure_native.storage as storage
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
 from infra.access import Grant, grant
-from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR
+from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_FIREWALL_CODES, firewall_refusal
 from infra.paths import files_inside
 
 CONTAINER = "environment-builds"
 DIGEST_LENGTH = 16
 """Hex characters of the context digest in the blob prefix (64 bits: collisions are not a concern)."""
 
-PROPAGATION_WAIT_S = 600.0
-"""How long an upload keeps retrying ``AuthorizationPermissionMismatch`` after the role was just granted
-(Microsoft Learn, "Troubleshoot Azure RBAC": role assignment changes can take up to 10 minutes)."""
+PROPAGATION_WAIT_S = 660.0
+"""How long an upload keeps retrying a refusal that a fresh grant or a fresh network path explains: Microsoft
+Learn, "Troubleshoot Azure RBAC": role assignment changes can take up to 10 minutes; one retry interval more, so
+that the last attempt falls after those 10 minutes rather than on them."""
 RETRY_EVERY_S = 15.0
+RETRIED = frozenset({"AuthorizationPermissionMismatch", "AuthorizationFailure"})
+"""Refusals retried for :data:`PROPAGATION_WAIT_S`: no data role yet (the stack grants it just before), and the
+account's firewall refusing the caller, which a private endpoint or firewall rule created just before ends."""
 
 
 # --------------------------------------------------------------------------------------------- content
@@ -98,9 +105,8 @@ def _explain(err: Any, account: str) -> str:
         return (f"the deploying principal has no data role on storage account {account} yet "
                 f"(needs Storage Blob Data Contributor on container {CONTAINER}; the stack grants it, "
                 "propagation can take up to 10 minutes)")
-    if code in ("AuthorizationFailure", "AuthorizationSourceIPMismatch"):
-        return (f"storage account {account} refused the request at its firewall: add this machine's public "
-                "address to network.operator_ip_ranges or run `pulumi up` from inside the network")
+    if code in STORAGE_FIREWALL_CODES:
+        return firewall_refusal(account, command="pulumi up")
     if code == "KeyBasedAuthenticationNotPermitted":
         return f"storage account {account} refuses shared keys; the upload must use Microsoft Entra ID"
     status = getattr(err, "status_code", None)
@@ -160,7 +166,7 @@ def upload_context(
                     f"AZURE_* or ARM_* service principal variables pulumi up uses): {first}"
                 ) from None
             except HttpResponseError as err:
-                if getattr(err, "error_code", None) == "AuthorizationPermissionMismatch" and clock() < deadline:
+                if getattr(err, "error_code", None) in RETRIED and clock() < deadline:
                     sleep(RETRY_EVERY_S)
                     continue
                 raise UploadError(f"uploading {prefix}{relative}: {_explain(err, account_name)}") from None
@@ -258,6 +264,9 @@ class BuildContextsArgs:
     """The principal running ``pulumi up`` (``authorization.get_client_config().object_id``)."""
     deployer_principal_type: pulumi.Input[str]
     """``User`` or ``ServicePrincipal`` (:func:`infra.azure.principal_type`)."""
+    network_ready: tuple[pulumi.Resource, ...] = ()
+    """What the uploads wait for besides the data role: for a private account, its blob private endpoint and that
+    endpoint's DNS zone group (the precondition row deploy-order-upload-after-blob-endpoint)."""
 
 
 class BuildContexts:
@@ -273,6 +282,7 @@ class BuildContexts:
 
     def __init__(self, name: str, args: BuildContextsArgs, parent: pulumi.Resource) -> None:
         self.account_name = pulumi.Output.from_input(args.account_name)
+        self.network_ready = args.network_ready
         self.container = storage.BlobContainer(
             CONTAINER,
             container_name=CONTAINER,
@@ -298,7 +308,8 @@ class BuildContexts:
     def upload(
         self, name: str, environment: str, version: str, root: Path, folder: str, parent: pulumi.Resource
     ) -> BuildContextUpload:
-        """Upload ``folder`` (relative to ``root``) as ``environment``'s context, after the role exists."""
+        """Upload ``folder`` (relative to ``root``) as ``environment``'s context, after the role and the network
+        path exist."""
         files = context_files(root / folder)
         return BuildContextUpload(
             name,
@@ -307,5 +318,5 @@ class BuildContexts:
             prefix=blob_prefix(environment, version, files),
             source=Path(folder).as_posix(),
             files=files,
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[self.uploader_role]),
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[self.uploader_role, *self.network_ready]),
         )

@@ -13,13 +13,13 @@ Declared ``provides`` add to what is inferred and never hide it (see :class:`inf
 from __future__ import annotations
 
 import functools
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from infra import bounded
+from infra import regex as linear
 
 TABLE = Path(__file__).with_name("environment-capabilities.yaml")
 
@@ -45,14 +45,14 @@ class Capabilities:
 
 @functools.cache
 def _table() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(TABLE.read_text(encoding="utf-8"))
+    data: dict[str, Any] = bounded.load_file(TABLE, bounded.DATA_TABLE)
     return data
 
 
 @functools.cache
-def _rows() -> tuple[tuple[re.Pattern[str], Capabilities], ...]:
+def _rows() -> tuple[tuple[linear.Pattern, Capabilities], ...]:
     return tuple(
-        (re.compile(row["match"], re.I), Capabilities(frozenset(row["present"]), frozenset(row["absent"])))
+        (linear.compile("(?i)" + row["match"]), Capabilities(frozenset(row["present"]), frozenset(row["absent"])))
         for row in _table()["images"]
     )
 
@@ -74,14 +74,15 @@ def of_reference(reference: str) -> Capabilities:
 
 def _package(spec: str) -> str | None:
     """The capability a package spec (``deepspeed==0.12.6``, ``torch>=2``, ``horovod[pytorch]``) gives."""
-    name = re.split(r"[\s<>=!~\[;@]", spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
+    name = _SPEC_END.split(spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
     packages: dict[str, str] = _table()["packages"]
     return packages.get(name)
 
 
 _INSTALLERS = {("pip", "install"), ("pip3", "install"), ("conda", "install"), ("mamba", "install"),
                ("apt-get", "install"), ("apt", "install")}
-_OPAQUE_ARGS = re.compile(r"^(-r|--requirement|-e|--editable|-c|--constraint|-f)$|^(git\+|https?://|\.|/)")
+_SPEC_END = linear.compile(r"[\s<>=!~\[;@]")
+_OPAQUE_ARGS = linear.compile(r"^(-r|--requirement|-e|--editable|-c|--constraint|-f)$|^(git\+|https?://|\.|/)")
 
 
 def _installs(words: list[str], context: Path | None) -> tuple[set[str], bool]:
@@ -121,8 +122,8 @@ def _requirements(text: str) -> set[str]:
 def of_conda_file(text: str) -> set[str]:
     """Capabilities a conda environment file installs (conda and pip dependencies)."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = bounded.load(text, bounded.CONDA_FILE)
+    except bounded.BoundedInputError:
         return set()
     found: set[str] = set()
     deps = data.get("dependencies", []) if isinstance(data, dict) else []
@@ -142,8 +143,11 @@ class Dockerfile:
     capabilities: Capabilities
 
 
+_CONTINUATION = linear.compile(r"\\\r?\n")
+
+
 def _logical_lines(text: str) -> list[str]:
-    return [line.strip() for line in re.sub(r"\\\r?\n", " ", text).splitlines()
+    return [line.strip() for line in _CONTINUATION.sub(" ", text).splitlines()
             if line.strip() and not line.strip().startswith("#")]
 
 
@@ -167,6 +171,9 @@ def read_dockerfile(text: str, context: Path | None = None) -> Dockerfile:
             bases.append(image)
             caps = of_reference(image)  # a new stage starts from its own base
         elif instruction == "RUN":
+            if not bounded.shlex_can_read(rest):
+                caps = caps.plus(set(), opaque=True)
+                continue
             try:
                 lexer = shlex.shlex(rest, posix=True, punctuation_chars=";&|()")
                 lexer.whitespace_split = True

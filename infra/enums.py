@@ -11,6 +11,7 @@ refused with the allowed values listed.
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 from collections.abc import Callable
@@ -41,6 +42,15 @@ def _snake_to_pascal(text: str) -> str:
     return string.capwords(text.replace("_", " ")).replace(" ", "")
 
 
+def _snake_to_camel(text: str) -> str:
+    pascal = _snake_to_pascal(text)
+    return pascal[:1].lower() + pascal[1:]
+
+
+def _product(forms: list[list[str]]) -> list[tuple[str, ...]]:
+    return list(itertools.product(*forms))
+
+
 lower = _per_item(str.lower)
 camel_to_snake = _per_item(_camel_to_snake)
 snake_to_pascal = _per_item(_snake_to_pascal)
@@ -61,7 +71,22 @@ class AzureSpelling:
             spelt = self.transform(value)
             return spelt if isinstance(spelt, str) and spelt in allowed else value
 
+        spell.azure_spelling = self  # type: ignore[attr-defined]  # what the editor schema reads (amlgpu.schema)
         return core_schema.no_info_before_validator_function(spell, handler(source))
+
+    def spellings(self, value: str) -> list[str]:
+        """The spellings of ``value`` this transform accepts, beyond letter case where :attr:`any_case` (the
+        editor schema lists them; amlgpu.schema)."""
+        items = value.split(",")
+        forms = [[item, _snake_to_pascal(item), _snake_to_camel(item)] for item in items]
+        candidates = {",".join(choice) for choice in _product(forms)}
+        candidates |= {", ".join(choice) for choice in _product(forms)}
+        return sorted(c for c in candidates if self.transform(c) == value)
+
+    @property
+    def any_case(self) -> bool:
+        """Whether every letter case of a value is accepted (the transform lower-cases it)."""
+        return self.transform is lower or self.transform is snake_to_pascal
 
 
 AnyCase = AzureSpelling(lower)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pulumi_azure_native.machinelearningservices as ml
 
 from infra.build_context import BuildContexts
 from infra.model import Environment as EnvironmentConfig
+from infra.secret_scan import scan_folder
 
 TYPE = "aml-gpu-training:infra:Environment"
 
@@ -34,12 +36,22 @@ class EnvironmentArgs:
     """Where build contexts go (required when the environment has ``build``)."""
 
 
+def _context_scan(root: Path, cfg: EnvironmentConfig) -> dict[str, Any] | None:
+    """What the environment's build context holds that must not be uploaded (the component's props, which
+    the policy pack reads): ``context_secrets`` and ``context_unscanned``, relative paths; None without one."""
+    if cfg.build is None:
+        return None
+    scanned = scan_folder(root / cfg.build.path, dockerfiles=frozenset({cfg.build.dockerfile_path}))
+    return {"build_path": cfg.build.path, "context_secrets": list(scanned.findings),
+            "context_unscanned": list(scanned.unscanned)}
+
+
 class Environment(pulumi.ComponentResource):
     asset_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: EnvironmentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(TYPE, name, None, opts)
         cfg = args.config
+        super().__init__(TYPE, name, _context_scan(args.root, cfg), opts)
         if cfg.reference is not None:
             self.asset_id = pulumi.Output.from_input(cfg.reference)
             self.register_outputs({"assetId": self.asset_id})

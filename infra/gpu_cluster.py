@@ -1,6 +1,8 @@
 """The GpuCluster component (and the ImageBuilder): one AmlCompute cluster, locked down, scaled to zero.
 
-Secure by default: no node public IPs, SSH off, local (key) auth off, nodes in the training subnet.
+Secure by default: no node public IPs, SSH off, local (key) auth off, nodes in the training subnet. Azure ML
+refuses a cluster without node public IPs until the workspace has a private endpoint, so such a cluster is created
+after the endpoint and its DNS zone group (:attr:`ComputePlacement.after`).
 Azure cannot change a cluster's size, priority, subnet or public-IP setting in place: a change to
 any of them replaces the cluster (deleting first, since the name must stay the same for the runs
 that target it) instead of failing at update time or drifting silently.
@@ -37,6 +39,10 @@ class ComputePlacement:
     location: str
     subnet_id: pulumi.Input[str]
     tags: dict[str, str] | None = None
+    after: tuple[pulumi.Resource, ...] = ()
+    """What a cluster without node public IPs is created after: the workspace's private endpoint and its DNS zone
+    group ("You must use a workspace private endpoint for the compute resource", Microsoft Learn,
+    how-to-secure-training-vnet; the precondition row deploy-order-compute-after-workspace-endpoint)."""
 
 
 def aml_compute(
@@ -45,6 +51,7 @@ def aml_compute(
     """An AmlCompute with the secure settings every cluster of the stack shares."""
     training = cfg if isinstance(cfg, Cluster) else None
     identity = training.identity if training is not None else Identity()
+    public_ip = training.enable_node_public_ip if training is not None else False
     return ml.Compute(
         name,
         compute_name=cfg.name,
@@ -65,7 +72,7 @@ def aml_compute(
                 vm_size=cfg.size,
                 vm_priority="LowPriority" if training is not None and training.tier == "low_priority" else "Dedicated",
                 os_type="Linux",
-                enable_node_public_ip=training.enable_node_public_ip if training is not None else False,
+                enable_node_public_ip=public_ip,
                 remote_login_port_public_access="Enabled"
                 if training is not None and training.ssh_public_access_enabled
                 else "Disabled",
@@ -85,6 +92,7 @@ def aml_compute(
             replace_on_changes=list(IMMUTABLE_PROPERTIES),
             # The name must stay the same for the runs that target it: delete, then create.
             delete_before_replace=True,
+            depends_on=None if public_ip else list(where.after),
         ),
     )
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,15 +24,23 @@ from pydantic import (
     model_validator,
 )
 
-from infra import capabilities, naming, skus
+from infra import capabilities, naming, regions, skus
+from infra import regex as linear
 from infra.azure import PRIVATE_DNS_ZONES
 from infra.capabilities import Capabilities
 from infra.enums import AnyCase, CamelOrSnakeCase, SnakeOrPascalCase
 from infra.paths import files_inside
 
-_ZONE_ID = re.compile(
+_RFC1918 = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+_ZONE_ID = linear.compile(
     r"^/subscriptions/[^/]+/resource[Gg]roups/[^/]+/providers/Microsoft\.Network/privateDnsZones/(?P<zone>[^/]+)$"
 )
+
+
+Region = Annotated[str, AfterValidator(regions.check)]
+"""An Azure region, as ARM names it (``westeurope``) or by its display name (``West Europe``): see
+:mod:`infra.regions`."""
 
 
 class Model(BaseModel):
@@ -90,7 +98,7 @@ class ImageBuildCompute(Model):
 
 class Workspace(Model):
     name: naming.WorkspaceName
-    location: str | None = None
+    location: Region | None = None
     """Azure region; defaults to the ``azure-native:location`` provider setting."""
     resource_group: naming.ResourceGroupName | None = None
     """Defaults to ``rg-<workspace name>``."""
@@ -137,6 +145,11 @@ class Workspace(Model):
         return self.resource_group or f"rg-{self.name}"
 
     @property
+    def key_vault_name(self) -> str:
+        """The workspace key vault's name: global, and reserved for 90 days after a delete (purge protection)."""
+        return naming.global_name("kv", self.name, self.resource_group_name, 24, hyphens=True)
+
+    @property
     def monitoring_access(self) -> str:
         return self.monitoring_public_network_access or self.public_network_access
 
@@ -154,7 +167,9 @@ class Network(Model):
     address_space: str | None = "10.40.0.0/16"
     subnet_prefix: str | None = "10.40.0.0/20"
     operator_ip_ranges: list[str] = []
-    """Public IPs/CIDRs allowed through the storage firewall: where ``pulumi up`` uploads build contexts from."""
+    """Public IPv4 addresses or CIDR ranges allowed through the storage firewall: where ``pulumi up`` uploads build
+    contexts from when it does not run inside the network. Azure applies them to requests from outside the
+    account's region only."""
     subnet_id: str | None = Field(
         default=None,
         pattern=r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
@@ -165,16 +180,39 @@ class Network(Model):
         default=None,
         pattern=r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/natGateways/[^/]+$",
     )
-    """An existing NAT gateway for the new training subnet's outbound traffic; the subnet is then private
-    (``defaultOutboundAccess: false``, Azure Policy 7bca8353 "Subnets should be private")."""
-    default_outbound_access: StrictBool | None = None
-    """Azure's default outbound access for the new training subnet. Defaults to false with a NAT gateway,
-    true otherwise: no-public-IP nodes need an outbound path to Azure ML's service tags. Set false when a
-    firewall routes the subnet's outbound traffic. Fixed when the subnet is created."""
+    """An existing NAT gateway for the new training subnet's outbound traffic, instead of the one the stack
+    creates."""
+    default_outbound_access: StrictBool = False
+    """Azure's default outbound access for the new training subnet. False (the default): the subnet is private
+    (Azure Policy 7bca8353 "Subnets should be private") and no-public-IP nodes reach Azure ML's service tags through
+    ``nat_gateway_id`` or a NAT gateway the stack creates. True: Azure's default outbound access and no NAT gateway.
+    Fixed when the subnet is created."""
     private_dns_zone_ids: dict[str, str] = {}
     """Existing private DNS zones (zone name -> resource id), e.g. a hub's central zones: the private endpoints
     use them and the stack neither creates nor links them. Zones not listed are created and linked to the
     network."""
+
+    @field_validator("operator_ip_ranges")
+    @classmethod
+    def _storage_ip_rules(cls, value: list[str]) -> list[str]:
+        # What a storage account's IP rule accepts (REST spec IPRule: "Only IPV4 address is allowed"; Microsoft
+        # Learn, "Azure Storage firewall guidelines and limitations": no /31 or /32 range, give the address; no
+        # private (RFC 1918) addresses, which reach the account through its private endpoint instead).
+        for entry in value:
+            try:
+                network = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IPv4 address or CIDR range") from None
+            if network.version != 4:
+                raise ValueError(f"{entry!r}: storage firewall rules take IPv4 addresses only")
+            if any(network.subnet_of(p) for p in _RFC1918):  # type: ignore[arg-type]
+                raise ValueError(f"{entry!r} is a private (RFC 1918) range: storage firewall rules take public "
+                                 "addresses; a machine inside the network reaches the storage through its private "
+                                 "endpoint and needs no rule")
+            if "/" in entry and network.prefixlen > 30:
+                raise ValueError(f"{entry!r}: storage firewall rules take no /31 or /32 range; give the address "
+                                 f"itself ({network.network_address})")
+        return value
 
     @field_validator("private_dns_zone_ids")
     @classmethod
@@ -208,12 +246,15 @@ class Network(Model):
     @model_validator(mode="after")
     def _prefix_inside_space(self) -> Network:
         if self.subnet_id:
-            given = [k for k in ("nat_gateway_id", "default_outbound_access") if getattr(self, k) is not None]
+            given = [k for k in ("nat_gateway_id", "default_outbound_access") if k in self.model_fields_set]
             if given:
                 raise ValueError(
                     f"{given[0]} applies to a new subnet; an existing subnet_id keeps its owner's settings"
                 )
             return self
+        if self.nat_gateway_id and self.default_outbound_access:
+            raise ValueError("nat_gateway_id carries the subnet's outbound traffic: default_outbound_access: true "
+                             "contradicts it (leave it out)")
         if not (self.address_space and self.subnet_prefix):
             raise ValueError("a new network needs both address_space and subnet_prefix (or give subnet_id)")
         try:
@@ -237,9 +278,12 @@ class Network(Model):
 
     @property
     def subnet_default_outbound(self) -> bool:
-        if self.default_outbound_access is not None:
-            return self.default_outbound_access
-        return self.nat_gateway_id is None
+        return self.default_outbound_access
+
+    @property
+    def creates_nat_gateway(self) -> bool:
+        """A new private subnet without an existing NAT gateway gets one of the stack's."""
+        return self.creates_network and not self.default_outbound_access and self.nat_gateway_id is None
 
 
 # --------------------------------------------------------------------------------------------- clusters
@@ -262,7 +306,7 @@ class Cluster(Model):
     enable_node_public_ip: StrictBool = False
     ssh_public_access_enabled: StrictBool = False
     identity: Identity = Identity()
-    location: str | None = None
+    location: Region | None = None
     description: str | None = None
     tags: dict[str, str] = {}
 
@@ -303,11 +347,11 @@ class BuildContext(Model):
     dockerfile_path: str = "Dockerfile"
 
 
-_REGISTRY_REF = re.compile(
+_REGISTRY_REF = linear.compile(
     r"^azureml://registries/(?P<registry>[^/]+)/environments/(?P<name>[^/]+)"
     r"(/versions/(?P<version>[^/]+)|/labels/(?P<label>[^/]+))?$"
 )
-_WORKSPACE_REF = re.compile(
+_WORKSPACE_REF = linear.compile(
     r"^azureml:(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)(:(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))$"
 )
 """A workspace environment, curated ones included: ``azureml:<name>:<version>`` or ``azureml:<name>@<label>``."""

@@ -2,6 +2,14 @@
 
 Either a new virtual network with one training subnet and its NSG, or an existing subnet
 (``network.subnet_id``), in which case nothing is created and the subnet's owner keeps its rules.
+
+A new training subnet is private (``defaultOutboundAccess: false``, Azure Policy 7bca8353 "Subnets should be
+private"): nodes without public IPs still need an outbound path to Azure ML's service tags (Microsoft Learn,
+"Secure an Azure Machine Learning training environment": "By default, a compute instance/cluster configured for no
+public IP doesn't have outbound access to the internet ... we recommend using either a firewall ... or a NAT
+gateway"), so the subnet goes out through ``network.nat_gateway_id`` or, by default, a NAT gateway the stack
+creates with one static public address. ``network.default_outbound_access: true`` keeps Azure's default outbound
+access instead (no NAT gateway; the subnet is not private).
 """
 
 from __future__ import annotations
@@ -104,6 +112,29 @@ class Network(pulumi.ComponentResource):
             # Subnets are separate resources; don't let the VNet's own (empty) list fight them.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["subnets"]),
         )
+        nat_gateway_id: pulumi.Input[str] | None = cfg.nat_gateway_id
+        if cfg.creates_nat_gateway:
+            address = network.PublicIPAddress(
+                f"{args.name_prefix}-nat-ip",
+                public_ip_address_name=f"pip-{args.name_prefix}-nat",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                sku=network.PublicIPAddressSkuArgs(name="Standard", tier="Regional"),
+                public_ip_allocation_method="Static",
+                public_ip_address_version="IPv4",
+                tags=args.tags,
+                opts=child,
+            )
+            nat_gateway_id = network.NatGateway(
+                f"{args.name_prefix}-nat",
+                nat_gateway_name=f"nat-{args.name_prefix}",
+                resource_group_name=args.resource_group_name,
+                location=args.location,
+                sku=network.NatGatewaySkuArgs(name="Standard"),
+                public_ip_addresses=[network.SubResourceArgs(id=address.id)],
+                tags=args.tags,
+                opts=child,
+            ).id
         subnet = network.Subnet(
             f"{args.name_prefix}-training-subnet",
             subnet_name="training",
@@ -112,9 +143,9 @@ class Network(pulumi.ComponentResource):
             address_prefix=cfg.subnet_prefix,
             network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id),
             private_endpoint_network_policies="Disabled",
-            # Private (no default outbound) when a NAT gateway or a firewall carries outbound traffic.
+            # Private (no default outbound): the NAT gateway carries outbound traffic.
             default_outbound_access=cfg.subnet_default_outbound,
-            nat_gateway=network.SubResourceArgs(id=cfg.nat_gateway_id) if cfg.nat_gateway_id else None,
+            nat_gateway=network.SubResourceArgs(id=nat_gateway_id) if nat_gateway_id is not None else None,
             service_endpoints=[
                 network.ServiceEndpointPropertiesFormatArgs(service="Microsoft.Storage"),
                 network.ServiceEndpointPropertiesFormatArgs(service="Microsoft.KeyVault"),

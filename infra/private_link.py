@@ -4,6 +4,10 @@ One endpoint per (target, sub-resource) with its private DNS zone, so names such
 ``<ws>.api.azureml.ms`` or ``<account>.blob.core.windows.net`` resolve to private addresses inside
 the network. With public network access disabled, these endpoints are the only way in.
 
+Each DNS zone group is created after the network links of the zones it writes to: once the group exists, the
+target's name resolves to its private address inside the network, which is what the resources that wait for it
+(clusters without public IPs, build-context uploads) need.
+
 Hub and spoke: a zone listed in ``network.private_dns_zone_ids`` already exists (usually in the hub,
 linked to the hub network by its owner) and is only referenced by the endpoints' DNS zone groups; the
 stack neither creates nor links it. Azure refuses a second zone of the same name linked to one network,
@@ -48,10 +52,16 @@ class PrivateLinksArgs:
 
 
 class PrivateLinks(pulumi.ComponentResource):
+    endpoints: dict[str, network.PrivateEndpoint]
+    """Each target's private endpoint, by target key."""
+    dns_groups: dict[str, network.PrivateDnsZoneGroup]
+    """Each target's DNS zone group, by target key (created after its zones' network links)."""
+
     def __init__(self, name: str, args: PrivateLinksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         zone_ids: dict[str, pulumi.Input[str]] = dict(args.existing_zone_ids)
+        links: dict[str, privatedns.VirtualNetworkLink] = {}
         for zone_name in sorted({z for t in args.targets for z in ZONES[t.group_id]} - set(args.existing_zone_ids)):
             zone = privatedns.PrivateZone(
                 f"{args.name_prefix}-{zone_name}",
@@ -61,7 +71,7 @@ class PrivateLinks(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=child,
             )
-            privatedns.VirtualNetworkLink(
+            links[zone_name] = privatedns.VirtualNetworkLink(
                 f"{args.name_prefix}-{zone_name}-link",
                 private_zone_name=zone.name,
                 resource_group_name=args.resource_group_name,
@@ -73,7 +83,7 @@ class PrivateLinks(pulumi.ComponentResource):
             )
             zone_ids[zone_name] = zone.id
 
-        endpoints = {}
+        self.endpoints, self.dns_groups = {}, {}
         for target in args.targets:
             endpoint = network.PrivateEndpoint(
                 f"{args.name_prefix}-{target.key}-pe",
@@ -91,7 +101,7 @@ class PrivateLinks(pulumi.ComponentResource):
                 tags=args.tags,
                 opts=child,
             )
-            network.PrivateDnsZoneGroup(
+            self.dns_groups[target.key] = network.PrivateDnsZoneGroup(
                 f"{args.name_prefix}-{target.key}-dns",
                 private_dns_zone_group_name="default",
                 private_endpoint_name=endpoint.name,
@@ -100,7 +110,10 @@ class PrivateLinks(pulumi.ComponentResource):
                     network.PrivateDnsZoneConfigArgs(name=z.replace(".", "-"), private_dns_zone_id=zone_ids[z])
                     for z in ZONES[target.group_id]
                 ],
-                opts=pulumi.ResourceOptions(parent=self),
+                # Its records resolve inside the network only once the zones are linked to it (an existing zone is
+                # linked by its owner).
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[links[z] for z in ZONES[target.group_id] if z in links]),
             )
-            endpoints[target.key] = endpoint.id
-        self.register_outputs({"privateEndpointIds": endpoints})
+            self.endpoints[target.key] = endpoint
+        self.register_outputs({"privateEndpointIds": {k: e.id for k, e in self.endpoints.items()}})

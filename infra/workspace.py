@@ -32,7 +32,13 @@ import pulumi_azure_native.storage as storage
 
 from infra import naming
 from infra.access import Grant, grant
-from infra.azure import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR, identity_type
+from infra.azure import (
+    CONTRIBUTOR,
+    KEY_VAULT_ADMINISTRATOR,
+    STORAGE_BLOB_DATA_CONTRIBUTOR,
+    identity_type,
+    storage_public_network_access,
+)
 from infra.model import Workspace as WorkspaceConfig
 
 TYPE = "aml-gpu-training:infra:Workspace"
@@ -128,6 +134,9 @@ class Workspace(pulumi.ComponentResource):
             public_network_access_for_ingestion=cfg.monitoring_access,
             public_network_access_for_query=cfg.monitoring_access,
             disable_local_auth=True,
+            # Azure Policy 0c4bd2e8: profiler and snapshot debugger data only in the customer's own storage. The
+            # stack runs no profiler; the setting keeps Application Insights from keeping such data itself.
+            force_customer_storage_for_profiler=True,
             tags=tags,
             opts=child,
         )
@@ -148,7 +157,7 @@ class Workspace(pulumi.ComponentResource):
             minimum_tls_version="TLS1_2",
             # Azure Policy b2982f36: public network access off unless operator ranges must reach the firewall
             # (build-context uploads from outside the network); then the firewall denies all but them.
-            public_network_access="Enabled" if args.operator_ip_ranges else "Disabled",
+            public_network_access=storage_public_network_access(args.operator_ip_ranges),
             # Azure Policy bc1b984e / 7aa1c9d5: SAS (user delegation only: shared keys are off) at most 7 days.
             sas_policy=storage.SasPolicyArgs(sas_expiration_period="7.00:00:00", expiration_action="Block"),
             network_rule_set=storage.NetworkRuleSetArgs(
@@ -169,7 +178,7 @@ class Workspace(pulumi.ComponentResource):
         )
         self.key_vault = keyvault.Vault(
             f"{name}-kv",
-            vault_name=naming.global_name("kv", cfg.name, rg_name, 24, hyphens=True),
+            vault_name=cfg.key_vault_name,
             resource_group_name=group.name,
             location=args.location,
             properties=keyvault.VaultPropertiesArgs(
@@ -234,6 +243,9 @@ class Workspace(pulumi.ComponentResource):
             application_insights=insights.id,
             public_network_access=cfg.public_network_access,
             allow_public_access_when_behind_vnet=False,
+            # The network is the stack's own (or its hub's), not Azure ML's managed one: said explicitly, as Azure
+            # Policy 6ddb1705 (default parameter isolationMode: Disabled) compares the field the request carries.
+            managed_network=ml.ManagedNetworkSettingsArgs(isolation_mode="Disabled"),
             hbi_workspace=cfg.high_business_impact,
             # Jobs and the studio reach the default datastores with their own identity, never account keys.
             system_datastores_auth_mode="identity",
@@ -244,6 +256,12 @@ class Workspace(pulumi.ComponentResource):
                 key_vault_properties=ml.KeyVaultPropertiesArgs(
                     key_vault_arm_id=cmk.key_vault, key_identifier=cmk.key_uri
                 ),
+                # The identity that fetches the key (REST spec IdentityForCmk.userAssignedIdentity): the primary
+                # user-assigned one, which the key's owner grants access; left out, Azure ML would use the
+                # system-assigned identity, created with the workspace and granted nothing on the vault.
+                identity=ml.IdentityForCmkArgs(user_assigned_identity=cfg.primary_user_assigned_identity)
+                if cfg.primary_user_assigned_identity
+                else None,
             )
             if cmk
             else None,

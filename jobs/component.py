@@ -4,6 +4,10 @@ The component creates nothing in Azure (a run is submitted by ``amlgpu submit``,
 exists so the resolved run travels through the engine as the props of a resource of type
 :data:`jobs.resolved.RUN_TYPE`: CrossGuard resource policies see each run at ``pulumi preview``,
 next to the cluster and environment it targets, and read it back with ``ResolvedRun.from_props``.
+
+A pipeline or sweep is a ``ComposedJob`` component (its spec and the names of its runs, read back with
+``ResolvedComposite.from_props``) with one ``DistributedRun`` child per step (the trial), named
+``<job>/<step>``: every run rule judges each step as it judges a run.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Any
 
 import pulumi
 
-from jobs.resolve import resolve_all
+from jobs.pipelines import ResolvedComposite, resolve_composites
+from jobs.resolve import Scans, resolve_all
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model.config import StackConfig
 
@@ -32,7 +37,33 @@ class DistributedRun(pulumi.ComponentResource):
         self.register_outputs({"spec": run.spec})
 
 
-def declare_runs(config: StackConfig, root: Path, parent: pulumi.Resource | None = None) -> dict[str, DistributedRun]:
-    """A :class:`DistributedRun` per run the stack declares, by name (sorted)."""
+class ComposedJob(pulumi.ComponentResource):
+    """A resolved pipeline or sweep; ``spec`` is its Azure ML job, exactly as exported and written to a job file.
+    Its runs (steps, trial) are :class:`DistributedRun` children."""
+
+    spec: dict[str, Any]
+    job: ResolvedComposite
+    runs: dict[str, DistributedRun]
+
+    def __init__(self, job: ResolvedComposite, runs: list[ResolvedRun],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(job.type_token, job.name, job.to_props(), opts)
+        self.spec = job.spec
+        self.job = job
+        self.runs = {run.name: DistributedRun(run.name, run, pulumi.ResourceOptions(parent=self)) for run in runs}
+        self.register_outputs({"spec": job.spec})
+
+
+def declare_runs(
+    config: StackConfig, root: Path, parent: pulumi.Resource | None = None
+) -> dict[str, DistributedRun | ComposedJob]:
+    """A :class:`DistributedRun` per run and a :class:`ComposedJob` per pipeline and sweep the stack declares,
+    by name (sorted)."""
     opts = pulumi.ResourceOptions(parent=parent) if parent is not None else None
-    return {run.name: DistributedRun(run.name, run, opts) for run in resolve_all(config, root)}
+    scans: Scans = {}  # each code folder scanned once
+    declared: dict[str, DistributedRun | ComposedJob] = {
+        run.name: DistributedRun(run.name, run, opts) for run in resolve_all(config, root, scans=scans)
+    }
+    for job, runs in resolve_composites(config, root, scans=scans):
+        declared[job.name] = ComposedJob(job, runs, opts)
+    return dict(sorted(declared.items()))

@@ -25,26 +25,32 @@ Per-node launchers, started once per node, starting the GPU processes themselves
 TensorFlow, one task per node: ``tf-multiworker`` (no parameter servers) and ``tf-parameter-server``.
 
 A per-node launcher found anywhere in the command wins over the distribution's own style (Lightning
-or torchrun under ``distribution: mpi`` are still per-node launchers). Only the command is read:
-a script that spawns its own workers without saying so on the command line looks per-process.
+or torchrun under ``distribution: mpi`` are still per-node launchers). The command is evaluated as bash
+would run it (:mod:`model.shell`: quotes, variables, ``cd``, ``bash -c`` bodies, the code folder's shell
+scripts it starts) and each launcher is read with its own flags' meaning (:mod:`jobs.topology`). A Python
+script that spawns its own workers without saying so on the command line looks per-process.
 """
 
 from __future__ import annotations
 
 import posixpath
-import re
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+from infra import regex as linear
+from infra.paths import resolve_inside
+from jobs import topology
+from model import shell
 from model.runs import Run
 
 PER_PROCESS = "per-process"
 HF_TRAINER = "hf-trainer"
-TORCHRUN = "torchrun"
-TORCH_DISTRIBUTED_LAUNCH = "torch.distributed.launch"
-LIGHTNING = "lightning"
-ACCELERATE = "accelerate"
-DEEPSPEED = "deepspeed"
+TORCHRUN = topology.TORCHRUN
+TORCH_DISTRIBUTED_LAUNCH = topology.TORCH_DISTRIBUTED_LAUNCH
+LIGHTNING = topology.LIGHTNING
+ACCELERATE = topology.ACCELERATE
+DEEPSPEED = topology.DEEPSPEED
 HOROVOD = "horovod"
 MPI = "mpi"
 TF_MULTIWORKER = "tf-multiworker"
@@ -63,229 +69,262 @@ process per node (``process_count_per_instance: 1``) under them."""
 PER_GPU_LAUNCHERS = frozenset({PER_PROCESS, HF_TRAINER, HOROVOD, MPI})
 """Styles where Azure ML itself starts one process (or MPI rank) per GPU."""
 
-# Flags that give a per-node launcher its process count, and (accelerate only) its node count.
-_NPROC_FLAGS: dict[str, tuple[str, ...]] = {
-    TORCHRUN: ("--nproc_per_node", "--nproc-per-node"),
-    TORCH_DISTRIBUTED_LAUNCH: ("--nproc_per_node", "--nproc-per-node"),
-    ACCELERATE: ("--num_processes", "--num-processes"),
-    DEEPSPEED: ("--num_gpus", "--num-gpus"),
-    LIGHTNING: ("--trainer.devices", "--devices", "--gpus"),
-}
-_ACCELERATE_MACHINES = ("--num_machines", "--num-machines")
-_ALL_GPUS = frozenset({"gpu", "auto"})
-"""torchrun's ``--nproc_per_node gpu|auto``: one process per visible GPU."""
 
-_PYTHON = re.compile(r"python[0-9.]*")
-_MODULE_LAUNCHERS = {
-    "torch.distributed.run": TORCHRUN,
-    "torch.distributed.launch": TORCH_DISTRIBUTED_LAUNCH,
-    "accelerate.commands.launch": ACCELERATE,
-    "deepspeed.launcher.runner": DEEPSPEED,
-    "lightning": LIGHTNING,
-}
-_WRAPPERS = frozenset({"env", "exec", "time", "nohup"})
-_SHELLS = frozenset({"bash", "sh", "zsh"})
-_SEPARATORS = ";&|()\n"
+_PYTHON = linear.compile(r"python[0-9.]*")
+_HOROVOD_ALIAS = linear.compile(r"\bhvd\b")
 _HF_TRAINER_FLAGS = frozenset({
     "--model_name_or_path", "--model-name-or-path", "--per_device_train_batch_size",
     "--per-device-train-batch-size", "--per_device_eval_batch_size",
 })
-_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+_SCRIPT_RUNNERS = frozenset({"torchrun", "deepspeed", "accelerate", "mpirun", "mpiexec", "horovodrun"})
+_INSTALLERS = frozenset({"pip", "pip3", "conda", "mamba", "micromamba", "apt", "apt-get", "yum", "dnf"})
+MAX_SCRIPT_BYTES = 1 << 20
+"""Shell scripts of the code folder larger than this (1 MiB) are not read."""
 
 
-def _simple_commands(command: str) -> list[list[str]]:
-    """The command's simple commands as word lists; ``bash -c '...'`` bodies are split too."""
-    text = command.replace("\\\n", " ")  # line continuations
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=_SEPARATORS)
-    lexer.whitespace = " \t\r"  # unquoted newlines separate commands, like ';'
-    lexer.whitespace_split = True
-    try:
-        words = list(lexer)
-    except ValueError:  # unbalanced quotes: Azure ML would fail too, but inference should not
-        words = text.split()
-    commands: list[list[str]] = [[]]
-    for word in words:
-        if word and set(word) <= set(_SEPARATORS):
-            commands.append([])
-        else:
-            commands[-1].append(word)
-    out: list[list[str]] = []
-    for simple in filter(None, commands):
-        program = _program_index(simple)
-        if program is not None and posixpath.basename(simple[program]) in _SHELLS and "-c" in simple[program:]:
-            body = simple[simple.index("-c", program) + 1:]
-            if body:
-                out.extend(_simple_commands(body[0]))
-                continue
-        out.append(simple)
-    return out
+@dataclass(frozen=True)
+class ScriptRef:
+    """A file of the code folder a command runs."""
+
+    kind: str
+    """``python`` or ``shell``."""
+    path: str
+    """Relative to the code folder, POSIX, normalised (the directory the command ``cd``-ed into included)."""
+    cwd: str
+    """The directory the command runs it from, relative to the code folder (``.`` when it never moved)."""
 
 
-def _program_index(words: Sequence[str]) -> int | None:
-    """Where the program word is: after ``VAR=value`` assignments and wrappers such as ``env``."""
-    for i, word in enumerate(words):
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word) or word in _WRAPPERS:
+@dataclass(frozen=True)
+class CommandReading:
+    """A run's command as bash would run it, and what it starts."""
+
+    commands: tuple[shell.Command, ...]
+    launches: tuple[topology.Launch, ...]
+    """Every launcher the command (or a shell script of the code folder it runs) starts, in order."""
+    scripts: tuple[ScriptRef, ...]
+    unknown: tuple[str, ...]
+    """What could not be followed and may start processes (``eval``, ``source``, a script not readable)."""
+    launcher_script: str | None = None
+    """The code folder's shell script that starts the first per-node launcher, when the command does not."""
+
+    def variables_read(self, prefix: str) -> tuple[str, ...]:
+        """``where NAME`` for each variable named ``prefix...`` a command's words read with no default
+        (``${NAME:-x}`` has one), in order: ``the command $AZ_BATCHAI_MPI_MASTER_NODE``."""
+        found: list[str] = []
+        for command in self.commands:
+            where, _ = _where(command)
+            for word in command.words:
+                for name in word.variables:
+                    if not name.startswith(prefix) or f"${{{name}:-" in word.raw or f"${{{name}-" in word.raw:
+                        continue
+                    entry = f"{where} ${name}"
+                    if entry not in found:
+                        found.append(entry)
+        return tuple(found)
+
+    def installs_packages(self) -> bool:
+        """Whether the command installs packages (``pip install``, ``conda install``, ``apt-get install``)."""
+        for command in self.commands:
+            values = [w.value for w in command.argv]
+            name = posixpath.basename(values[0] or "") if values else ""
+            if _PYTHON.fullmatch(name) and values[1:3] == ["-m", "pip"]:
+                values = values[2:]
+                name = "pip"
+            if name in _INSTALLERS and "install" in values[1:]:
+                return True
+        return False
+
+
+def _neutral(run: Run | None, gpus: int | None) -> topology.Contract:
+    """The launch contract of ``run`` (or of nothing: one node, one process)."""
+    if run is None:
+        return topology.Contract("pytorch", 1, 1, gpus=gpus)
+    dist = run.distribution
+    per_node = 1 if dist.type == "tensorflow" else (dist.process_count_per_instance or 1)
+    return topology.Contract(dist.type, run.resources.instance_count, per_node, dict(run.environment_variables),
+                             gpus=gpus)
+
+
+def _reader(code: Path | None) -> Callable[[str], str | None] | None:
+    """Reads a file of the code folder for the shell (``bash run.sh``): inside the folder only, bounded."""
+    if code is None:
+        return None
+
+    def read(path: str) -> str | None:
+        found = resolve_inside(code, path) if not path.startswith("/") else None
+        if found is None or not found.is_file():
+            return None
+        try:
+            with found.open("rb") as handle:
+                data = handle.read(MAX_SCRIPT_BYTES + 1)
+        except OSError:
+            return None
+        return None if len(data) > MAX_SCRIPT_BYTES else data.decode("utf-8", errors="replace")
+
+    return read
+
+
+def _placeholders(run: Run | None) -> dict[str, str]:
+    """``${{inputs.x}}`` of literal inputs, as Azure ML substitutes them before the shell runs."""
+    if run is None:
+        return {}
+    return {f"inputs.{name}": str(int(value) if isinstance(value, bool) else value)
+            for name, value in run.inputs.items() if isinstance(value, int | float | str)}
+
+
+def _where(command: shell.Command) -> tuple[str, str | None]:
+    """(where, the script's path): ``the command``, or ``run.sh line 3`` inside ``bash run.sh``."""
+    for label in command.where.within:
+        program, _, script = label.partition(" ")
+        if program in _SHELLS and script and not script.startswith("-c"):
+            return f"{script} line {command.where.line}", script
+    return "the command", None
+
+
+def _python_script(args: list[shell.Word]) -> str | None:
+    """The script ``python [options] script.py`` runs (None for ``-m``/``-c``)."""
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        if value is None:
+            return None
+        if value in ("-m", "-c") or (value.startswith(("-m", "-c")) and len(value) > 2):
+            return None
+        if value in ("-W", "-X"):
+            i += 2
             continue
-        return i
+        if value.startswith("-"):
+            i += 1
+            continue
+        return value
     return None
 
 
-def _options_until_script(words: Sequence[str]) -> list[str]:
-    """A launcher's own options: the words before the training script (``*.py``, ``-m``, a program)."""
-    options: list[str] = []
-    for i, word in enumerate(words):
-        if word.endswith(".py") or word in ("-m", "--module"):
-            break
-        if i and words[i - 1] in ("--no_python", "--no-python"):
-            break
-        options.append(word)
-    return options
-
-
-def _find_launcher(words: Sequence[str]) -> tuple[str, list[str]] | None:
-    """The per-node launcher this simple command starts, with the words holding its count flags."""
-    start = _program_index(words)
-    if start is None:
+def _script(command: shell.Command) -> tuple[str, str] | None:
+    """``(kind, path as written)`` of the code-folder file a simple command runs, when it names one."""
+    words = list(command.argv)
+    if not words or words[0].value is None:
         return None
-    program, rest = posixpath.basename(words[start]), list(words[start + 1:])
-    if program == "torchrun":
-        return TORCHRUN, _options_until_script(rest)
-    if program == "deepspeed":
-        return DEEPSPEED, _options_until_script(rest)
-    if program == "accelerate" and rest[:1] == ["launch"]:
-        return ACCELERATE, _options_until_script(rest[1:])
-    if program in ("lightning", "fabric") and rest[:1] == ["run"]:
-        return LIGHTNING, rest[1:]
-    if _PYTHON.fullmatch(program):
-        if "-m" in rest:
-            module_at = rest.index("-m") + 1
-            module = rest[module_at] if module_at < len(rest) else ""
-            launcher = _MODULE_LAUNCHERS.get(module) or _MODULE_LAUNCHERS.get(module.split(".")[0])
-            if launcher == LIGHTNING:
-                return LIGHTNING, rest[module_at + 1:]
-            if launcher is not None:
-                return launcher, _options_until_script(rest[module_at + 1:])
-        if _looks_like_lightning(rest):
-            return LIGHTNING, rest
+    program = words[0].value
+    name = posixpath.basename(program)
+    rest = words[1:]
+    values = [w.value for w in rest]
+    if _PYTHON.fullmatch(name):
+        found = _python_script(rest)
+        return ("python", found) if found else None
+    if name in _SCRIPT_RUNNERS or (name == "accelerate" and values[:1] == ["launch"]):
+        found = next((v for v in values if v is not None and v.endswith(".py")), None)
+        return ("python", found) if found else None
+    if name in _SHELLS:
+        if any(v is not None and v.startswith("-") and "c" in v[1:] and not v.startswith("--") for v in values):
+            return None
+        found = next((v for v in values if v is not None and not v.startswith("-")), None)
+        return ("shell", found) if found else None
+    if program.startswith("./") or program.endswith(".sh"):
+        return ("shell", program)
     return None
 
 
-def _looks_like_lightning(args: Sequence[str]) -> bool:
-    script = next((a for a in args if a.endswith(".py")), "")
-    if "lightning" in posixpath.basename(script).lower():
-        return True
-    return any(a.startswith("--trainer.") for a in args)
-
-
-def _flag_value(words: Sequence[str], names: Sequence[str]) -> str | None:
-    for i, word in enumerate(words):
-        for name in names:
-            if word == name and i + 1 < len(words):
-                return words[i + 1]
-            if word.startswith(name + "="):
-                return word[len(name) + 1:]
-    return None
-
-
-def _as_count(value: str | None, env: Mapping[str, str], gpus_per_node: int | None) -> int | None:
-    """A literal count; ``$VAR`` taken from the run's environment_variables; ``gpu``/``auto`` as the
-    node's GPUs when known. None when the value is only known at run time."""
-    if value is None:
+def _opaque_script(command: shell.Command, found: tuple[str, str] | None) -> str | None:
+    """The script a shell command runs when it cannot be read: outside the code folder (``bash /opt/x.sh``)
+    or only known at run time (``bash $SCRIPT``)."""
+    words = command.argv
+    if not words or posixpath.basename(words[0].value or "") not in _SHELLS:
         return None
-    variable = _VARIABLE.fullmatch(value)
-    if variable:
-        value = env.get(variable.group(1) or variable.group(2), value)
-    if value.isdigit():
-        return int(value)
-    if value in _ALL_GPUS and gpus_per_node is not None:
-        return gpus_per_node
-    return None
+    if found is None:
+        operand = next((w for w in words[1:] if not (w.value or "").startswith("-")), None)
+        return operand.raw if operand is not None and operand.value is None else None
+    return found[1] if found[1].startswith(("/", "~")) else None
 
 
-def _nproc(launcher: str, options: Sequence[str], env: Mapping[str, str], gpus_per_node: int | None) -> int | None:
-    count = _as_count(_flag_value(options, _NPROC_FLAGS[launcher]), env, gpus_per_node)
-    if launcher == ACCELERATE and count is not None:
-        # accelerate counts processes across all machines; per node is the total over --num_machines.
-        machines = _as_count(_flag_value(options, _ACCELERATE_MACHINES), env, None) or 1
-        count = count // machines if count % machines == 0 else None
-    return count
+def read_command(command: str, *, run: Run | None = None, code: Path | None = None,
+                 gpus_per_node: int | None = None) -> CommandReading:
+    """``command`` evaluated as bash would run it on a node of ``run`` (Azure ML's variables for its
+    distribution, its ``environment_variables``, its literal inputs), following the shell scripts of the
+    code folder ``code`` it runs (``bash run.sh``, ``./run.sh``); each launcher read with
+    :func:`jobs.topology.read_launch`."""
+    contract = _neutral(run, gpus_per_node)
+    read = _reader(code)
+    script = shell.evaluate(command, environment=contract.known(), platform=contract.platform(),
+                            placeholders=_placeholders(run), read_file=read)
+    commands = list(script.commands)
+    unknown = [str(u) for u in script.unknowns
+               if u.kind in ("eval", "source", "shell input", "dynamic command", "parse error", "too large",
+                             "too deep", "timeout", "alias", "trap")]
+    # `./run.sh` runs a script as a program: read it too (bash follows only `bash run.sh` and `source`).
+    for cmd in list(commands):
+        program = cmd.argv[0].value if cmd.argv else None
+        if read is None or not program or not (program.startswith("./") or program.endswith(".sh")):
+            continue
+        if cmd.where.within or cmd.cwd is None or cmd.cwd.startswith("/"):
+            continue
+        path = posixpath.normpath(posixpath.join(cmd.cwd, program))
+        text = read(path)
+        if text is None:
+            continue
+        nested = shell.evaluate(text, environment=contract.known(), platform=contract.platform(),
+                                label=path, cwd=cmd.cwd, read_file=read)
+        commands.extend(replace_where(c, f"bash {program}") for c in nested.commands)
+        unknown.extend(f"{u} in {program}" for u in nested.unknowns if u.kind in ("eval", "source", "shell input",
+                                                                                   "dynamic command"))
+    launches: list[topology.Launch] = []
+    scripts: list[ScriptRef] = []
+    launcher_script = None
+    for cmd in commands:
+        where, in_script = _where(cmd)
+        found = _script(cmd)
+        if found is not None and in_script is None:
+            kind, path = found
+            if (cmd.cwd is not None and not cmd.cwd.startswith("/") and "$" not in path and "{{" not in path
+                    and not path.startswith(("/", "~"))):
+                full = posixpath.normpath(posixpath.join(cmd.cwd, path))
+                scripts.append(ScriptRef(kind, full, posixpath.normpath(cmd.cwd)))
+        opaque = _opaque_script(cmd, found)
+        if opaque is not None and in_script is None and code is not None:
+            unknown.append(f"cannot tell what `{cmd.raw or opaque}` starts: {opaque} is not a file of the code folder")
+        launch = topology.read_launch(cmd, contract, where=where)
+        if launch is not None:
+            launches.append(launch)
+            if in_script is not None and launcher_script is None and launch.launcher in PER_NODE_LAUNCHERS:
+                launcher_script = in_script
+    return CommandReading(tuple(commands), tuple(launches), tuple(scripts), tuple(unknown), launcher_script)
 
 
-def infer_launcher(run: Run, *, gpus_per_node: int | None = None) -> tuple[str, int | None]:
+def replace_where(command: shell.Command, label: str) -> shell.Command:
+    """``command`` as found inside the script ``label`` (``bash run.sh``)."""
+    return replace(command, where=shell.Where(command.where.line, (label, *command.where.within)))
+
+
+def infer_launcher(run: Run, *, gpus_per_node: int | None = None,
+                   reading: CommandReading | None = None) -> tuple[str, int | None]:
     """The run's launch style (one of :data:`LAUNCHERS`) and the per-node process count its command
     gives a per-node launcher (``--nproc_per_node``, deepspeed ``--num_gpus``, accelerate
     ``--num_processes`` / ``--num_machines``, Lightning ``--devices``); None when not given or only
-    known at run time. ``gpus_per_node`` turns torchrun's ``gpu``/``auto`` into a number."""
-    env = run.environment_variables
-    for words in _simple_commands(run.command):
-        found = _find_launcher(words)
-        if found is not None:
-            launcher, options = found
-            return launcher, _nproc(launcher, options, env, gpus_per_node)
+    known at run time. ``gpus_per_node`` turns torchrun's ``gpu``/``auto`` into a number. ``reading``:
+    the command already read (with its code folder's scripts)."""
+    if reading is None:
+        reading = read_command(run.command, run=run, gpus_per_node=gpus_per_node)
+    for launch in reading.launches:
+        if launch.launcher in PER_NODE_LAUNCHERS:
+            return launch.launcher, launch.procs_per_node
     distribution = run.distribution
     if distribution.type == "tensorflow":
         return (TF_PARAMETER_SERVER if distribution.parameter_server_count else TF_MULTIWORKER), None
     if distribution.type == "mpi":
         named = run.environment if isinstance(run.environment, str) else run.environment.image or ""
         mentions = f"{run.command} {named}".lower()
-        return (HOROVOD if "horovod" in mentions or re.search(r"\bhvd\b", mentions) else MPI), None
-    words = [w for command in _simple_commands(run.command) for w in command]
+        return (HOROVOD if "horovod" in mentions or _HOROVOD_ALIAS.search(mentions) else MPI), None
+    words = [w.value for command in reading.commands for w in command.argv if w.value is not None]
     if any(w.split("=", 1)[0] in _HF_TRAINER_FLAGS for w in words):
         return HF_TRAINER, None
     return PER_PROCESS, None
 
 
-_SCRIPT_RUNNERS = frozenset({"torchrun", "deepspeed", "accelerate", "mpirun", "mpiexec", "horovodrun"})
-_PRIVILEGE = frozenset({"sudo", "doas"})
-
-
 def command_scripts(command: str) -> list[tuple[str, str]]:
     """Files of the code folder the command runs, as ``(kind, path)``: ``("python", "train.py")`` for
     ``python [-u] train.py`` or a launcher's training script, ``("shell", "run.sh")`` for ``bash run.sh``,
-    ``sh run.sh`` or ``./run.sh``. Paths with variables, placeholders or absolute paths are left out
-    (only known at run time, or not in the code folder)."""
-    found: list[tuple[str, str]] = []
-    for words in _simple_commands(command):
-        words = list(words)
-        if words and words[0] in _PRIVILEGE:  # sudo [-E] [-H] ...
-            words = words[1:]
-            while words and words[0].startswith("-"):
-                words = words[1:]
-        start = _program_index(words)
-        if start is None:
-            continue
-        program, rest = words[start], words[start + 1:]
-        name = posixpath.basename(program)
-        script: tuple[str, str] | None = None
-        if _PYTHON.fullmatch(name) or name in _SCRIPT_RUNNERS or (name == "accelerate" and rest[:1] == ["launch"]):
-            if "-m" in rest or "-c" in rest:
-                before = rest[: min(i for i in (rest.index(f) for f in ("-m", "-c") if f in rest))]
-                rest = before
-            py = next((w for w in rest if w.endswith(".py")), None)
-            script = ("python", py) if py else None
-        elif name in _SHELLS and "-c" not in rest:
-            arg = next((w for w in rest if not w.startswith("-")), None)
-            script = ("shell", arg) if arg else None
-        elif program.startswith("./") or program.endswith(".sh"):
-            script = ("shell", program)
-        if script is None:
-            continue
-        path = script[1]
-        if "$" in path or "{{" in path or path.startswith("/") or path.startswith("~"):
-            continue
-        found.append((script[0], posixpath.normpath(path)))
-    return found
-
-
-def launcher_in_script(text: str, env: Mapping[str, str], gpus_per_node: int | None) -> tuple[str, int | None] | None:
-    """The per-node launcher a shell script starts (``deepspeed --hostfile ...``, ``torchrun ...``),
-    with its per-node process count when the script gives a literal one; None when it starts none.
-    Commands built in a variable and run with ``eval`` are read too (``ds_call="deepspeed ..."``)."""
-    texts = [text, *re.findall(r"""[A-Za-z_][A-Za-z0-9_]*\+?=["']([^"'\n]+)["']""", text)]
-    for body in texts:
-        for words in _simple_commands(body):
-            found = _find_launcher(words)
-            if found is not None and found[0] in PER_NODE_LAUNCHERS:
-                launcher, options = found
-                return launcher, _nproc(launcher, options, env, gpus_per_node)
-    return None
+    ``sh run.sh`` or ``./run.sh``, relative to where the command starts (a ``cd`` before it included).
+    Paths with variables, placeholders or absolute paths are left out (only known at run time, or not in
+    the code folder)."""
+    return [(ref.kind, ref.path) for ref in read_command(command).scripts]

@@ -1,8 +1,10 @@
 """Resolved specs as Azure ML CLI v2 command job files, built by azure-ai-ml itself.
 
-Each spec becomes ``command(...)._to_job()`` (the object ``amlgpu submit`` sends) and is written from
-that job's own serialisation, so ``az ml job create -f`` and ``azure.ai.ml.load_job`` read the file
-back to the same job. Three corrections to azure-ai-ml's serialisation, each a place where it would
+Each spec becomes ``command(...)._to_job()`` and is written from that job's own serialisation, so
+``az ml job create -f`` and ``azure.ai.ml.load_job`` read the file back to the same job (``amlgpu submit``
+sends what ``load_job`` reads from the file).
+
+Three corrections to azure-ai-ml's serialisation, each a place where it would
 write a file that does not say what the job holds:
 
 * ``code`` is written relative to the file's folder (``az ml job create -f`` resolves it there);
@@ -37,7 +39,7 @@ SCHEMA_COMMENT = "# yaml-language-server: $schema=https://azuremlschemas.azureed
 """Lets editors validate and complete the file without adding a key the spec does not have."""
 
 _RENDERED_KEYS = frozenset({
-    "type", "name", "display_name", "experiment_name", "description", "tags", "code", "command",
+    "type", "name", "display_name", "experiment_name", "description", "tags", "properties", "code", "command",
     "environment", "compute", "inputs", "outputs", "environment_variables", "resources", "distribution",
     "limits", "identity", "services", "queue_settings",
 })
@@ -118,6 +120,7 @@ def _build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
         experiment_name=spec.get("experiment_name"),
         description=spec.get("description"),
         tags=dict(spec.get("tags") or {}),
+        properties=dict(spec.get("properties") or {}),
         code=str(root / spec["code"]) if spec.get("code") is not None else None,
         command=spec["command"],
         environment=environment,

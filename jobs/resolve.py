@@ -21,14 +21,15 @@ reports rather than this module hiding it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from infra import capabilities
+from infra import capabilities, cuda
 from infra.model import Cluster, Environment, environment_evidence, image_pinned, reference_version
 from infra.paths import resolve_inside
-from jobs import code_scan
-from jobs.launchers import PER_NODE_LAUNCHERS, command_scripts, infer_launcher, launcher_in_script
+from jobs import code_scan, pyscan
+from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher, read_command
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
 from model import fabric
 from model.config import StackConfig
@@ -96,6 +97,7 @@ def _spec(run: Run, config: StackConfig, launcher: str, environment_id: str | di
         "experiment_name": run.experiment_name,
         "description": run.description,
         "tags": dict(run.tags),
+        "properties": dict(run.properties),
         "code": _code_path(run.code),
         "command": run.command,
         "environment": environment_id,
@@ -146,17 +148,30 @@ def _baked_fabric(environment: Environment | InlineEnvironment, root: Path) -> f
     return fabric.baked(text, context)
 
 
+def _cuda(named: str | None, bases: tuple[str, ...], *, as_is: bool) -> dict[str, Any]:
+    """The CUDA an environment's image (or, for a build, its ``FROM`` image) names. Certain only for an
+    image used as it is (``as_is``: no conda file on top) whose publisher's naming states its CUDA."""
+    for what, reference, usable in ((f"image {named}", named, as_is), *((f"build FROM {b}", b, False) for b in bases)):
+        found = cuda.image_cuda(reference) if reference else None
+        if found is not None:
+            return {"cuda": cuda.show(found.version), "cuda_from": what, "cuda_certain": found.certain and usable,
+                    "cuda_at_most": found.at_most}
+    return {}
+
+
 def _facts(
     *, id: str, name: str | None, source: str, caps: capabilities.Capabilities, image: str | None,
-    bases: tuple[str, ...] = (), pinned: bool, baked: fabric.Baked | None = None,
+    bases: tuple[str, ...] = (), pinned: bool, baked: fabric.Baked | None = None, conda_file: bool = False,
 ) -> EnvironmentFacts:
     baked = baked or fabric.Baked()
+    named = image or (None if source in ("build", "inline") else id)
     return EnvironmentFacts(
         id=id, name=name, source=source, capabilities=tuple(sorted(caps.present)), pinned=pinned, image=image,
         absent=tuple(sorted(caps.absent)), bases=bases,
         fabric_settings=tuple((s.name, s.value, s.where, s.resolved) for s in baked.settings),
         fabric_files=tuple((f.path, f.content or "", f.how, f.content is not None) for f in baked.files),
         fabric_unknowns=baked.unknowns,
+        **_cuda(named, bases, as_is=image is not None and not conda_file),
     )
 
 
@@ -176,7 +191,7 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         label = env.image or f"build {env.build.path if env.build else ''}"
         return inline_environment(env), _facts(id=f"inline ({label})", name=None, source="inline", caps=caps,
                                                image=env.image, bases=bases, pinned=pinned,
-                                               baked=_baked_fabric(env, root))
+                                               baked=_baked_fabric(env, root), conda_file=env.conda_file is not None)
     declared: Environment | None = config.environment(env) or next(
         (e for e in config.environments if e.asset_id == env), None
     )
@@ -186,7 +201,8 @@ def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[
         pinned = declared.is_pinned and all(image_pinned(b) for b in bases)
         return declared.asset_id, _facts(id=declared.asset_id, name=declared.name, source=source,
                                          caps=declared.evidence(root), image=declared.image, bases=bases,
-                                         pinned=pinned, baked=_baked_fabric(declared, root))
+                                         pinned=pinned, baked=_baked_fabric(declared, root),
+                                         conda_file=declared.conda_file is not None)
     return env, _facts(id=env, name=None, source="external", caps=capabilities.of_reference(env), image=None,
                        pinned=reference_version(env) is not None)
 
@@ -204,35 +220,94 @@ def _cluster_facts(cluster: Cluster) -> ClusterFacts:
         min_instances=cluster.min_instances,
         max_instances=cluster.max_instances,
         tier=cluster.tier,
+        gpu_model=sku.gpu_model,
     )
 
 
+@dataclass(frozen=True)
+class FolderFacts:
+    """What is read once per code folder, whatever runs use it."""
+
+    code_findings: tuple[str, ...] = ()
+    code_unscanned: tuple[str, ...] = ()
+    """What the credential scan's budget left unread (:class:`infra.secret_scan.FolderScan`)."""
+    legacy_variables: tuple[str, ...] = ()
+
+
+def folder_facts(root: Path, folder: str | None) -> FolderFacts:
+    """The scans of a code folder (credentials, ``AZ_BATCHAI_*`` reads); nothing for a run without one."""
+    if folder is None:
+        return FolderFacts()
+    path = root / folder
+    scan = code_scan.scan(path)
+    return FolderFacts(scan.findings, scan.unscanned, pyscan.legacy_variable_reads(path))
+
+
+Scans = dict[str | None, FolderFacts]
+"""Code folder -> its :class:`FolderFacts`, shared by the callers that resolve a stack's runs."""
+
+
+def scanned(scans: Scans, root: Path, code: str | None) -> FolderFacts:
+    """The facts of the code folder ``code``, read once per folder into ``scans``."""
+    folder = _code_path(code)
+    if folder not in scans:
+        scans[folder] = folder_facts(root, folder)
+    return scans[folder]
+
+
+def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]]) -> tuple[tuple[str, ...],
+                                                                                          tuple[str, ...]]:
+    """(frameworks the Python scripts use, scripts read completely that join no process group)."""
+    if folder is None:
+        return (), ()
+    frameworks: set[str] = set()
+    alone: list[str] = []
+    for kind, script in scripts:
+        if kind != "python":
+            continue
+        reading = pyscan.process_group_use(root / folder, script)
+        frameworks |= reading.frameworks
+        if reading.opaque is None and not reading.frameworks and script not in alone:
+            alone.append(script)
+    return tuple(sorted(frameworks)), tuple(alone)
+
+
 def resolve_run(
-    run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None
+    run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None,
+    facts: FolderFacts | None = None,
 ) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
     by :class:`model.config.StackConfig`), with the facts the policy pack judges it by.
 
-    ``code_findings``: the scan of the run's code folder when the caller already has it (None: scan it).
+    ``facts``: the scans of the run's code folder when the caller already has them (None: scan it);
+    ``code_findings`` alone overrides the credential scan.
     """
     cluster = config.cluster(run.compute)
-    launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus)
     folder = _code_path(run.code)
+    code = root / folder if folder is not None else None
+    reading = read_command(run.command, run=run, code=code, gpus_per_node=cluster.sku.gpus)
+    launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus, reading=reading)
+    launcher_script = reading.launcher_script if launcher in PER_NODE_LAUNCHERS else None
     missing: list[str] = []
-    launcher_script = None
-    for kind, script in command_scripts(run.command) if folder is not None else ():
-        path = root / folder / script  # type: ignore[operator]
-        if not path.is_file():
-            missing.append(script)
-        elif kind == "shell" and launcher not in PER_NODE_LAUNCHERS and launcher_script is None:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            found = launcher_in_script(text, run.environment_variables, cluster.sku.gpus)
-            if found is not None:
-                (launcher, nproc), launcher_script = found, script
+    present: list[tuple[str, str]] = []
+    for ref in reading.scripts:
+        if code is None:
+            break
+        if ref.cwd != "." and not (code / ref.cwd).is_dir():
+            continue  # `cd` into a folder made at run time (git clone ... && cd repo): unknown, not missing
+        if (code / ref.path).is_file():
+            present.append((ref.kind, ref.path))
+        elif ref.path not in missing:
+            missing.append(ref.path)
     environment_id, environment = _environment(run, config, root)
+    if environment.cuda_certain and reading.installs_packages():
+        environment = replace(environment, cuda_certain=False)  # what it installs may bring its own CUDA
     spec = _spec(run, config, launcher, environment_id)
-    if code_findings is None:
-        code_findings = code_scan.scan(root / folder) if folder is not None else ()
+    if facts is None:
+        facts = folder_facts(root, folder)
+    if code_findings is not None:
+        facts = replace(facts, code_findings=code_findings)
+    frameworks, alone = _script_facts(root, folder, present)
     return ResolvedRun(
         name=run.name,
         spec=spec,
@@ -240,10 +315,16 @@ def resolve_run(
         launcher_nproc_per_node=nproc,
         cluster=_cluster_facts(cluster),
         environment=environment,
-        code_findings=code_findings,
+        code_findings=facts.code_findings,
+        code_unscanned=facts.code_unscanned,
         defaults=project_defaults(run, spec),
         missing_scripts=tuple(missing),
         launcher_script=launcher_script,
+        legacy_variables=(*reading.variables_read(pyscan.LEGACY_PREFIX), *facts.legacy_variables),
+        script_frameworks=frameworks,
+        scripts_without_process_group=alone,
+        launches=reading.launches,
+        launch_unknowns=reading.unknown,
     )
 
 
@@ -263,15 +344,15 @@ def project_defaults(run: Run, spec: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def resolve_all(config: StackConfig, root: Path) -> list[ResolvedRun]:
-    """Every run the stack declares, resolved, sorted by name."""
+def resolve_all(
+    config: StackConfig, root: Path, *, scans: Scans | None = None
+) -> list[ResolvedRun]:
+    """Every run the stack declares, resolved, sorted by name (a pipeline's steps and a sweep's trial:
+    :mod:`jobs.pipelines`). ``scans``: code folder scans to share with other callers (filled in here)."""
     # Runs mostly share a few code folders: scan each folder once, not once per run (a 1000-run stack
     # read the same files 1000 times).
-    scans: dict[str | None, tuple[str, ...]] = {None: ()}
+    scans = scans if scans is not None else {}
     resolved = []
-    for run in sorted(config.jobs, key=lambda r: r.name):
-        folder = _code_path(run.code)
-        if folder not in scans:
-            scans[folder] = code_scan.scan(root / folder)  # type: ignore[operator]
-        resolved.append(resolve_run(run, config, root, code_findings=scans[folder]))
+    for run in sorted(config.runs, key=lambda r: r.name):
+        resolved.append(resolve_run(run, config, root, facts=scanned(scans, root, run.code)))
     return resolved

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from jobs.topology import Launch
+
 RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
 """The Pulumi type token of the component that carries a resolved run."""
 
@@ -27,6 +29,8 @@ class ClusterFacts:
     min_instances: int
     max_instances: int
     tier: str
+    gpu_model: str = ""
+    """The catalogue's GPU model (``A100``, ``H100 SXM``): its CUDA architecture is in :mod:`infra.cuda`."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,16 @@ class EnvironmentFacts:
     context): (path, content, how, content known), see :mod:`model.fabric`."""
     fabric_unknowns: tuple[str, ...] = ()
     """Build steps that may write those files but cannot be followed (``eval`` of an unknown string...)."""
+    cuda: str | None = None
+    """The CUDA release the image's name states (``11.8``, or ``11`` when only the major is named), see
+    :func:`infra.cuda.image_cuda`; None when no name says."""
+    cuda_from: str = ""
+    """Where :attr:`cuda` was read (``image nvidia/cuda:10.2-...``, ``environment name ...``)."""
+    cuda_at_most: bool = False
+    """:attr:`cuda` is an upper bound (the newest CUDA of the PyTorch release the name says)."""
+    cuda_certain: bool = False
+    """The image runs as named (no conda file or build on top, the command installs nothing) and its
+    publisher's naming states its CUDA: a verdict from :attr:`cuda` is a fact, not a hint."""
 
 
 @dataclass(frozen=True)
@@ -74,12 +88,28 @@ class ResolvedRun:
     environment: EnvironmentFacts
     code_findings: tuple[str, ...] = field(default=())
     """Relative paths in the code folder that hold private keys or tokens (never their content)."""
+    code_unscanned: tuple[str, ...] = field(default=())
+    """Relative paths in the code folder the secret scan did not read to the end (past its byte budget)."""
     defaults: tuple[str, ...] = field(default=())
     """Values the project added that the run did not write (for the plan output)."""
     missing_scripts: tuple[str, ...] = field(default=())
     """Scripts the command runs that are not in the code folder (e.g. a git submodule not checked out)."""
     launcher_script: str | None = None
     """The code folder's shell script that starts :attr:`launcher`, when the command does not show it."""
+    part_of: str | None = None
+    """The pipeline this run is a step of, or the sweep it is the trial of (its name is then
+    ``<job>/<step>``); None for a run of its own (see :mod:`jobs.pipelines`)."""
+    legacy_variables: tuple[str, ...] = field(default=())
+    """``path:line NAME`` where the code folder reads ``AZ_BATCHAI_*`` variables (:mod:`jobs.pyscan`)."""
+    script_frameworks: tuple[str, ...] = field(default=())
+    """Distributed frameworks the command's Python scripts (and the code-folder modules they import) use."""
+    scripts_without_process_group: tuple[str, ...] = field(default=())
+    """Python scripts the command starts that were read completely and join no process group."""
+    launches: tuple[Launch, ...] = field(default=())
+    """Every launcher the command (or a shell script of its code folder) starts, read by :mod:`jobs.topology`."""
+    launch_unknowns: tuple[str, ...] = field(default=())
+    """What in the command could not be followed and may start processes (``eval``, ``source``, a script
+    outside the code folder)."""
 
     @property
     def instance_count(self) -> int:
@@ -101,11 +131,12 @@ class ResolvedRun:
         props = asdict(self)
         for key in ("capabilities", "absent", "bases"):
             props["environment"][key] = list(getattr(self.environment, key))
-        for key in ("code_findings", "defaults", "missing_scripts"):
+        for key in _STRING_TUPLES:
             props[key] = list(getattr(self, key))
         for key in ("fabric_settings", "fabric_files"):
             props["environment"][key] = [list(s) for s in getattr(self.environment, key)]
         props["environment"]["fabric_unknowns"] = list(self.environment.fabric_unknowns)
+        props["launches"] = [launch.to_props() for launch in self.launches]
         return props
 
     @classmethod
@@ -126,11 +157,16 @@ class ResolvedRun:
             launcher_nproc_per_node=None if nproc is None else int(nproc),
             cluster=ClusterFacts(**cluster),
             environment=EnvironmentFacts(**env),
-            code_findings=tuple(props.get("code_findings") or ()),
-            defaults=tuple(props.get("defaults") or ()),
-            missing_scripts=tuple(props.get("missing_scripts") or ()),
             launcher_script=props.get("launcher_script"),
+            part_of=props.get("part_of"),
+            launches=tuple(Launch.from_props(launch) for launch in props.get("launches") or ()),
+            **{key: tuple(props.get(key) or ()) for key in _STRING_TUPLES},
         )
+
+
+_STRING_TUPLES = ("code_findings", "code_unscanned", "defaults", "missing_scripts", "legacy_variables",
+                  "script_frameworks", "scripts_without_process_group", "launch_unknowns")
+"""Facts of a run that are tuples of strings (lists on the wire)."""
 
 
 def _restore_ints(value: Any) -> Any:

@@ -1,170 +1,109 @@
 """Submitting a declared run to its stack's workspace, and following it to the end.
 
-Where the workspace is: the stack's ``workspace`` output (``subscription_id``, ``resource_group``,
-``name``), read from ``pulumi stack output --json`` when the Pulumi CLI is installed (the deployed
-stack), else from the offline plan's ``build/<stack>/outputs.json``. An offline plan cannot know the
-subscription (its id is the mock's zeros): ``AZURE_SUBSCRIPTION_ID`` supplies it.
+What is sent is the job file ``amlgpu plan`` writes for the run (``<plan folder>/jobs/<run>.yml``), read by
+azure-ai-ml's own ``load_job``, as ``az ml job create -f`` reads it: the file a reviewer saw, with only this
+submission's name added (and the run's name as ``display_name`` when it declares none). When the plan folder
+holds the file it must be byte-for-byte what the run renders now; the file need not exist (the workspace may
+come from the deployed stack's outputs), and the text is the same either way.
 
-What is sent: the run resolved from the stack file now, which must equal the ``jobs`` output the
-workspace coordinates came from. A run edited since the last plan or ``pulumi up`` is refused, so
-what is submitted is what the policy pack checked. A code folder holding private keys or tokens is
-refused too: Azure ML would upload it into the workspace's storage. Symbolic links in the code folder
-that lead outside it are not uploaded (azure-ai-ml would follow them): the folder is sent as a copy
-without them.
+Where the workspace is: :mod:`jobs.workspace`. The run resolved from the stack file now must equal the
+``jobs`` output the workspace coordinates came from: a run edited since the last plan or ``pulumi up`` is
+refused, so what is submitted is what the policy pack checked. A code folder holding private keys or tokens
+is refused too: Azure ML would upload it into the workspace's storage. Symbolic links in the code folder that
+lead outside it are not uploaded (azure-ai-ml would follow them): the folder is sent as a copy without them.
 
-Each submission gets a fresh job name, ``<run>-<UTC yyyymmdd-hhmmss>``, because Azure ML job names
-are unique per workspace forever; ``display_name`` defaults to the run's name so the studio groups
-them.
+Each submission gets a fresh job name, ``<run>-<UTC yyyymmdd-hhmmss>``, because Azure ML job names are unique
+per workspace forever; ``display_name`` defaults to the run's name so the studio groups them.
+
+A pipeline or sweep (:mod:`jobs.pipelines`) is submitted the same way, from its planned file: every step's
+(the trial's) code folder is checked for keys, and one holding symbolic links that lead outside it is refused
+(a pipeline's folders are uploaded where the file names them, so there is no copy to leave the links out of).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import io
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from infra import secrets
+from infra.azure import storage_public_network_access
 from infra.paths import files_inside
-from jobs import code_scan
-from jobs.render import build_job, job_yaml
+from jobs import code_scan, remote
+from jobs.diagnose import INFINIBAND
+from jobs.pipeline_render import composite_yaml
+from jobs.pipelines import ResolvedComposite, code_folders, resolve_composite
+from jobs.render import job_yaml, quiet_azure_ai_ml
 from jobs.resolve import resolve_run
 from jobs.resolved import ResolvedRun
+from jobs.workspace import (
+    OFFLINE_SUBSCRIPTION,
+    SUBSCRIPTION_VARIABLE,
+    StackOutputs,
+    WorkspaceRef,
+    require_subscription,
+    workspace_of,
+)
 from model import NAMESPACE
 from model.config import StackConfig
 from model.errors import EXIT_OK, UserError
+from model.pipelines import job_parts
+from model.runs import Run
 
-OFFLINE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
-"""The subscription id an offline plan reports (Pulumi mocks answer for Azure)."""
-SUBSCRIPTION_VARIABLE = "AZURE_SUBSCRIPTION_ID"
-EXIT_JOB_FAILED = 1
-"""The job ended in any status but Completed (Failed, Canceled, NotResponding...)."""
-
-
-@dataclass(frozen=True)
-class WorkspaceRef:
-    subscription_id: str
-    resource_group: str
-    name: str
-    source: str
-    """Where the coordinates came from, for messages: a file or ``pulumi stack output``."""
-
-    def describe(self) -> str:
-        return (f"workspace {self.name} (resource group {self.resource_group}, "
-                f"subscription {self.subscription_id}) from {self.source}")
-
-
-@dataclass(frozen=True)
-class StackOutputs:
-    values: dict[str, Any]
-    source: str
+if TYPE_CHECKING:
+    from azure.ai.ml import MLClient
 
 
 @dataclass(frozen=True)
 class Submission:
-    run: ResolvedRun
-    spec: dict[str, Any]
-    """The spec as sent: the resolved one with this submission's job name."""
+    run: ResolvedRun | ResolvedComposite
+    """The run, or the pipeline or sweep, as resolved now."""
+    name: str
+    """This submission's job name: ``<run>-<UTC timestamp>``."""
     workspace: WorkspaceRef
+    parts: tuple[ResolvedRun, ...] = ()
+    """What runs on the clusters: the run itself, or a pipeline's steps (a sweep's trial)."""
+
+    @property
+    def code(self) -> str | None:
+        """A run's code folder, relative to the project root; None for a run without code, and for a pipeline
+        or sweep (:attr:`code_folders`)."""
+        code = self.run.spec.get("code") if isinstance(self.run, ResolvedRun) else None
+        return code if isinstance(code, str) else None
+
+    @property
+    def code_folders(self) -> list[str]:
+        """Every code folder the submission uploads, each once."""
+        if isinstance(self.run, ResolvedRun):
+            return [self.code] if self.code is not None else []
+        return code_folders(self.run.spec)
+
+    @property
+    def overrides(self) -> list[dict[str, str]]:
+        """What the submission adds to the job file: its name, and the run's name as display name when the
+        run declares none."""
+        added = [{"name": self.name}]
+        if not self.run.spec.get("display_name"):
+            added.append({"display_name": self.run.name})
+        return added
 
 
-Runner = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def _shown(path: Path) -> str:
-    """``path`` as the user would type it: relative to the working directory when inside it."""
-    try:
-        return str(path.absolute().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
-def plan_outputs(plan_dir: Path) -> StackOutputs | None:
-    """The outputs an offline plan wrote to ``<plan_dir>/outputs.json``; None when there is no plan."""
-    path = plan_dir / "outputs.json"
-    try:
-        return StackOutputs(json.loads(path.read_text(encoding="utf-8")), _shown(path))
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"cannot read the plan's outputs: {err}", file=_shown(path)) from None
-
-
-def pulumi_outputs(stack: str, root: Path, *, run: Runner = subprocess.run) -> StackOutputs | None:
-    """The deployed stack's outputs from ``pulumi stack output --json``; None without the Pulumi CLI.
-
-    A CLI that fails (not logged in, stack not deployed) raises, naming the stack and Pulumi's reason.
-    """
-    executable = shutil.which("pulumi")
-    if executable is None:
-        return None
-    try:
-        done = run([executable, "stack", "output", "--json", "--stack", stack], cwd=root,
-                   capture_output=True, text=True, timeout=120, check=False)
-    except subprocess.TimeoutExpired:
-        raise UserError("pulumi stack output gave no answer in 120 s (offline, or a backend that does not "
-                        "answer)", file=f"Pulumi.{stack}.yaml") from None
-    if done.returncode != 0:
-        reason = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise UserError(f"pulumi stack output failed: {reason[0]}", file=f"Pulumi.{stack}.yaml")
-    try:
-        return StackOutputs(json.loads(done.stdout), f"pulumi stack output --stack {stack}")
-    except json.JSONDecodeError as err:
-        raise UserError(f"pulumi stack output printed no JSON: {err}", file=f"Pulumi.{stack}.yaml") from None
-
-
-def stack_outputs(stack: str, root: Path, plan_dir: Path | None, *, run: Runner = subprocess.run) -> StackOutputs:
-    """Outputs from ``plan_dir`` when given, else the Pulumi CLI's, else the default plan folder's."""
-    if plan_dir is not None:
-        found = plan_outputs(plan_dir)
-        if found is None:
-            raise UserError(f"no outputs.json in {plan_dir}: run `amlgpu plan --stack {stack} --out {plan_dir}`",
-                            file=_shown(plan_dir / "outputs.json"))
-        return found
-    found = pulumi_outputs(stack, root, run=run) or plan_outputs(root / "build" / stack)
-    if found is None:
-        raise UserError(
-            f"no workspace coordinates: run `amlgpu plan --stack {stack}` (writes build/{stack}/outputs.json) "
-            "or install the Pulumi CLI for the deployed stack's outputs",
-            file=f"build/{stack}/outputs.json",
-        )
-    return found
-
-
-def dry_run_outputs(stack: str, root: Path, plan_dir: Path | None, *, run: Runner = subprocess.run,
-                    err: TextIO | None = None) -> StackOutputs | None:
-    """The outputs a dry run shows, offline included: as :func:`stack_outputs`, but a Pulumi CLI that fails
-    (not logged in, no network) is a note, not an error, and with no outputs anywhere the workspace comes
-    from the stack file (None)."""
-    if plan_dir is not None:
-        return stack_outputs(stack, root, plan_dir, run=run)
-    try:
-        found = pulumi_outputs(stack, root, run=run)
-    except UserError as failure:
-        print(f"note: {failure.message}; showing the offline plan's workspace instead", file=err or sys.stderr)
-        found = None
-    return found or plan_outputs(root / "build" / stack)
-
-
-def workspace_of(outputs: StackOutputs, environ: Mapping[str, str] = os.environ) -> WorkspaceRef:
-    """The ``workspace`` output as coordinates; an offline plan's subscription from ``AZURE_SUBSCRIPTION_ID``."""
-    workspace = outputs.values.get("workspace")
-    keys = ("subscription_id", "resource_group", "name")
-    if not isinstance(workspace, dict) or not all(isinstance(workspace.get(k), str) for k in keys):
-        raise UserError(f"expected {{{', '.join(keys)}}} (strings)", file=outputs.source, key="workspace")
-    subscription = workspace["subscription_id"]
-    source = outputs.source
-    if subscription == OFFLINE_SUBSCRIPTION and environ.get(SUBSCRIPTION_VARIABLE):
-        subscription = environ[SUBSCRIPTION_VARIABLE]
-        source += f" and {SUBSCRIPTION_VARIABLE}"
-    return WorkspaceRef(subscription, workspace["resource_group"], workspace["name"], source)
+@dataclass(frozen=True)
+class JobFile:
+    text: str
+    """The file's text, as ``amlgpu plan`` writes it."""
+    path: Path
+    """Where the plan writes it: ``code`` and other local paths are relative to its folder."""
+    planned: bool
+    """Whether the plan folder holds it (else it was rendered for this submission, identically)."""
 
 
 def _ints(value: Any) -> Any:
@@ -194,16 +133,26 @@ def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOut
     if job not in declared:
         names = ", ".join(sorted(declared)) or "none declared"
         raise UserError(f"no run named {job!r}; declared runs: {names}", file=stack_file, key=f"{NAMESPACE}:jobs")
-    run = resolve_run(declared[job], config, root)
-    key = f"{NAMESPACE}:jobs[{config.jobs.index(declared[job])}]"
-    if run.code_findings:
-        raise UserError(
-            f"run {job!r}: the code folder {run.spec['code']!r} holds private keys or tokens "
-            f"({', '.join(run.code_findings)}); Azure ML would upload them to the workspace. Remove them.",
-            file=stack_file, key=f"{key}.code",
-        )
+    entry = declared[job]
+    key = f"{NAMESPACE}:jobs[{config.jobs.index(entry)}]"
+    run: ResolvedRun | ResolvedComposite
+    if isinstance(entry, Run):
+        run = resolve_run(entry, config, root)
+        parts = [run]
+        where = [f"{key}.code"]
+    else:  # a pipeline or sweep: each step's (the trial's) code folder is uploaded
+        run, parts = resolve_composite(entry, config, root)
+        where = [f"{key}.{'.'.join(map(str, below))}.code" for _, below in job_parts(entry)]
+    for part, at in zip(parts, where, strict=True):
+        if part.code_findings:
+            raise UserError(
+                f"run {part.name!r}: the code folder {part.spec.get('code')!r} holds private keys or tokens "
+                f"({', '.join(part.code_findings)}); Azure ML would upload them to the workspace. Remove them.",
+                file=stack_file, key=at,
+            )
     exported = outputs.values.get("jobs") if outputs is not None else None
-    if outputs is not None and isinstance(exported, dict) and _ints(exported.get(job)) != run.spec:
+    if outputs is not None and isinstance(exported, dict) and _ints(exported.get(job)) not in (
+            run.spec, secrets.mask_data(run.spec)):  # an offline plan's outputs.json has its secrets masked
         state = "is not in" if job not in exported else "changed since"
         raise UserError(
             f"run {job!r} {state} {outputs.source}: plan (or `pulumi up`) the stack again so the policy "
@@ -219,95 +168,130 @@ def prepare(job: str, *, config: StackConfig, stack_file: str, outputs: StackOut
             workspace.subscription_id, workspace.resource_group, workspace.name,
             f"{workspace.source} (a placeholder subscription: set {SUBSCRIPTION_VARIABLE} to submit)",
         )
-    elif workspace.subscription_id == OFFLINE_SUBSCRIPTION:
-        raise UserError(
-            f"an offline plan does not know the subscription; set {SUBSCRIPTION_VARIABLE} "
-            "(or use the Pulumi CLI's outputs of the deployed stack)",
-            file=workspace.source, key="workspace.subscription_id",
-        )
-    spec = {**run.spec, "name": unique_job_name(job, now), "display_name": run.spec.get("display_name", job)}
-    return Submission(run=run, spec=dict(sorted(spec.items())), workspace=workspace)
+    elif not dry_run:
+        require_subscription(workspace)
+    return Submission(run=run, name=unique_job_name(job, now), workspace=workspace, parts=tuple(parts))
+
+
+def job_file(submission: Submission, *, root: Path, plan_dir: Path) -> JobFile:
+    """The run's job file as ``amlgpu plan`` writes it into ``plan_dir``; refused (exit 2) when the plan folder
+    holds a different one (a plan by other code, or edited by hand)."""
+    folder = plan_dir.absolute() / "jobs"
+    render = job_yaml if isinstance(submission.run, ResolvedRun) else composite_yaml
+    text = render(submission.run.spec, code_relative_to=folder.resolve(), root=root)
+    path = folder / f"{submission.run.name}.yml"
+    try:
+        planned = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return JobFile(text, path, planned=False)
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read the planned job file: {err}", file=_shown(path)) from None
+    if planned != text:
+        raise UserError(f"the planned job file differs from what run {submission.run.name!r} renders now: plan "
+                        "the stack again so what is submitted is what was reviewed", file=_shown(path))
+    return JobFile(text, path, planned=True)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 @contextlib.contextmanager
-def uploadable(root: Path, code: str) -> Iterator[Path]:
-    """A project root whose ``code`` folder may be uploaded as it is: ``root`` itself, or, when the folder
-    holds symbolic links that lead outside it, a temporary copy without them (removed afterwards).
+def uploadable(root: Path, code: str | None) -> Iterator[Path | None]:
+    """None when the ``code`` folder may be uploaded as it is (or there is none); else, when it holds symbolic
+    links that lead outside it, a temporary copy of it without them (removed afterwards).
 
     azure-ai-ml follows every link when it uploads a code folder; a link to ``/etc`` would send the
     machine's files to the workspace's storage."""
-    folder = root / code
-    if not code_scan.outside_links(folder):
-        yield root
+    if code is None or not code_scan.outside_links(root / code):
+        yield None
         return
+    folder = root / code
     with tempfile.TemporaryDirectory(prefix="amlgpu-submit-") as scratch:
-        staged = Path(scratch) / code
+        staged = Path(scratch) / Path(code).name
         staged.mkdir(parents=True)
         for file in files_inside(folder):
             target = staged / file.relative_to(folder)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(file, target)
-        yield Path(scratch)
+        yield staged
 
 
-def dry_run(submission: Submission, *, root: Path, out: TextIO | None = None) -> int:
-    """Print the workspace and the job file that would be sent (``code`` relative to the current folder)."""
+def refuse_outside_links(submission: Submission, root: Path) -> None:
+    """A pipeline's or sweep's code folder holding symbolic links that lead outside it is refused (exit 2): its
+    folders are uploaded where its file names them, so there is no copy to leave them out of."""
+    if isinstance(submission.run, ResolvedRun):
+        return  # a run's folder is staged without them (:func:`uploadable`)
+    for folder in submission.code_folders:
+        links = code_scan.outside_links(root / folder)
+        if links:
+            raise UserError(f"code folder {folder!r} holds symbolic links leading outside it ({', '.join(links)}); "
+                            "Azure ML would upload what they lead to: remove them", key=f"{NAMESPACE}:jobs")
+
+
+def load(submission: Submission, job: JobFile, *, staged_code: Path | None = None) -> Any:
+    """The job azure-ai-ml's ``load_job`` reads from the file (a ``Command``, what ``jobs.create_or_update``
+    takes), with the submission's overrides; ``code`` replaced by ``staged_code`` when given."""
+    from azure.ai.ml import load_job
+
+    overrides: list[dict[str, Any]] = list(submission.overrides)
+    if staged_code is not None:
+        overrides.append({"code": str(staged_code)})
+    with quiet_azure_ai_ml():
+        return load_job(io.StringIO(job.text), relative_origin=str(job.path), params_override=overrides)
+
+
+def dry_run(submission: Submission, job: JobFile, *, root: Path, out: TextIO | None = None) -> int:
+    """Print the workspace, the submission's overrides and the job file that would be sent."""
     out = out or sys.stdout
+    refuse_outside_links(submission, root)
     print(f"# would submit to {submission.workspace.describe()}", file=out)
-    links = code_scan.outside_links(root / submission.spec["code"])
-    if links:
-        print(f"# not uploaded (symbolic links leading outside the code folder): {', '.join(links)}", file=out)
-    print(job_yaml(submission.spec, code_relative_to=Path.cwd(), root=root, with_name=True), end="", file=out)
+    added = ", ".join(f"{key}: {value}" for item in submission.overrides for key, value in item.items())
+    origin = "as planned" if job.planned else "as `amlgpu plan` writes it; not planned yet"
+    print(f"# job file {_shown(job.path)} ({origin}), with {added}", file=out)
+    if submission.code is not None:
+        links = code_scan.outside_links(root / submission.code)
+        if links:
+            print(f"# not uploaded (symbolic links leading outside the code folder): {', '.join(links)}", file=out)
+    print(job.text, end="", file=out)
     return EXIT_OK
 
 
-class JobOperations(Protocol):
-    def create_or_update(self, job: Any) -> Any: ...
-    def stream(self, name: str) -> None: ...
-    def get(self, name: str) -> Any: ...
+def upload_notice(config: StackConfig) -> str:
+    """What a code upload from this machine meets at the workspace storage's firewall, as the stack sets it."""
+    ranges = config.network.operator_ip_ranges
+    if storage_public_network_access(ranges) == "Disabled":
+        return ("the workspace's storage account takes no public traffic (network.operator_ip_ranges is empty): "
+                "the code upload works only from inside the network")
+    return (f"the workspace's storage account takes public traffic only from network.operator_ip_ranges "
+            f"({', '.join(ranges)}): the code upload works from those addresses or from inside the network")
 
 
-class Client(Protocol):
-    @property
-    def jobs(self) -> JobOperations: ...
+def facts(parts: tuple[ResolvedRun, ...]) -> frozenset[str]:
+    """What :mod:`jobs.diagnose` needs to know of the clusters the submission runs on."""
+    return frozenset({INFINIBAND}) if any(part.cluster.infiniband for part in parts) else frozenset()
 
 
-def ml_client(workspace: WorkspaceRef) -> Client:
-    """azure-ai-ml's ``MLClient`` for the workspace, signed in with ``DefaultAzureCredential``."""
-    from azure.ai.ml import MLClient
-    from azure.identity import DefaultAzureCredential
+def submit(submission: Submission, job: JobFile, *, root: Path, client: MLClient, notice: str | None = None,
+           out: TextIO | None = None) -> int:
+    """Create the job (uploading the code folder), print its name and studio link, and follow it to the end:
+    0 when it completed, 1 otherwise. ``notice``: printed before a code upload (:func:`upload_notice`).
 
-    return MLClient(DefaultAzureCredential(), workspace.subscription_id, workspace.resource_group, workspace.name)
-
-
-def submit(submission: Submission, *, root: Path, client: Client, out: TextIO | None = None) -> int:
-    """Create the job, stream its logs until it ends; 0 when it completed, 1 otherwise.
-
-    Azure refusing the job (sign-in, permissions, an unknown workspace or compute) is a
-    :class:`UserError` carrying Azure's own message.
+    Azure refusing the job (sign-in, permissions, the storage firewall, an unknown workspace or compute) is a
+    :class:`UserError` (exit 2) of one line (:func:`jobs.remote.azure_errors`).
     """
-    from azure.ai.ml.exceptions import JobException
-    from azure.core.exceptions import ClientAuthenticationError, HttpResponseError
-
     out = out or sys.stdout
-    try:
-        with uploadable(root, submission.spec["code"]) as upload_root:
-            created = client.jobs.create_or_update(build_job(submission.spec, root=upload_root))
-    except ClientAuthenticationError as err:
-        raise UserError(f"cannot sign in to Azure (az login, or a managed identity): {_first_line(err)}") from None
-    except HttpResponseError as err:
-        raise UserError(f"Azure refused the job: {_first_line(err)}", file=submission.workspace.source) from None
+    refuse_outside_links(submission, root)
+    with uploadable(root, submission.code) as staged:
+        loaded = load(submission, job, staged_code=staged)
+        if submission.code_folders and notice:
+            print(f"note: {notice}", file=out, flush=True)
+        with remote.azure_errors(submission.workspace, doing=f"submitting run {submission.run.name!r}"):
+            created = client.jobs.create_or_update(loaded)
     print(f"submitted {created.name} to {submission.workspace.describe()}", file=out)
-    print(f"studio: {getattr(created, 'studio_url', None) or 'no link returned (find the job by its name)'}",
-          file=out, flush=True)
-    try:
-        client.jobs.stream(created.name)
-    except JobException as err:  # azure-ai-ml raises when the job fails; its status says how
-        print(err.message, file=out)
-    status = client.jobs.get(created.name).status
-    print(f"{created.name}: {status}", file=out)
-    return EXIT_OK if status == "Completed" else EXIT_JOB_FAILED
-
-
-def _first_line(err: Exception) -> str:
-    return (str(getattr(err, "message", None) or err).strip().splitlines() or ["no message"])[0]
+    print(f"studio: {created.studio_url or 'no link returned (find the job by its name)'}", file=out, flush=True)
+    return remote.follow(client, str(created.name), workspace=submission.workspace, out=out,
+                         facts=facts(submission.parts))

@@ -18,20 +18,21 @@ import difflib
 import functools
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
+from infra import bounded, regions, secrets
+from infra import regex as linear
 from infra.model import Cluster, Environment, Network, Workspace
 from infra.paths import resolve_inside
 from model import NAMESPACE
 from model.errors import ConfigError, Problem
 from model.fabric_check import fabric_check_runs
+from model.pipelines import Composite, JobEntry, PipelineJob, SweepJob, qualified
 from model.runs import FILE_PREFIX, InlineEnvironment, Run
 from model.stackfile import SECRET_PLACEHOLDER, StackFile
 from model.waivers import Waiver
@@ -39,7 +40,7 @@ from model.waivers import Waiver
 LOCATION_KEY = "azure-native:location"
 SUBSCRIPTION_KEY = "azure-native:subscriptionId"
 
-_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_GUID = linear.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 SAME_SUBSCRIPTION: Mapping[str, str] = {
     "workspace.customer_managed_key.key_vault": (
@@ -88,7 +89,7 @@ class StackConfig(BaseModel):
     network: Network = Network()
     clusters: list[Cluster] = Field(min_length=1)
     environments: list[Environment] = []
-    jobs: list[Run] = []
+    jobs: list[JobEntry] = []
     waivers: list[Waiver] = []
 
     @model_validator(mode="after")
@@ -107,6 +108,8 @@ class StackConfig(BaseModel):
                 if item.name.lower() in seen:
                     found.add((section, i, "name"), f"duplicate name {item.name!r}")
                 seen.add(item.name.lower())
+        for i, j in _repeated([(w.rule, w.resource) for w in self.waivers]):
+            found.add(("waivers", i), _duplicate_waiver(j, self.waivers[i].rule, self.waivers[i].resource))
         builder = self.workspace.image_build_compute.name.lower()
         if self.workspace.public_network_access == "Disabled":
             for i, cluster in enumerate(self.clusters):
@@ -130,42 +133,21 @@ class StackConfig(BaseModel):
                 found.add(
                     ("environments", i, "conda_file"), f"environment {env.name!r}: file {env.conda_file!r} not found"
                 )
+            elif env.conda_file is not None and (problem := conda_file_problem(root, env.conda_file)):
+                found.add(("environments", i, "conda_file"), f"environment {env.name!r}: {problem}")
+        refused = {path[1] for path, _ in found.found if path[0] == "environments"}
         with contextlib.suppress(OSError):  # a file the version is derived from is missing: reported above
-            object.__setattr__(self, "environments", [e.with_content_version(root) for e in self.environments])
+            # No version is derived from a file that is missing or refused (reported above).
+            object.__setattr__(self, "environments", [e if i in refused else e.with_content_version(root)
+                                                      for i, e in enumerate(self.environments)])
         clusters = {c.name: c for c in self.clusters}
         environments = {e.name: e for e in self.environments}
         jobs = list(self.jobs)
-        for i, run in enumerate(self.jobs):
-            if run.compute not in clusters:
-                found.add(
-                    ("jobs", i, "compute"),
-                    f"run {run.name!r}: unknown cluster {run.compute!r}{_hint(run.compute, clusters)}",
-                )
-            run_env = run.environment
-            if isinstance(run_env, str) and run_env.startswith(FILE_PREFIX):
-                try:
-                    jobs[i] = run.model_copy(update={"environment": environment_file(run_env, root)})
-                except ValueError as err:
-                    found.add(("jobs", i, "environment"), f"run {run.name!r}: {err}")
-            elif isinstance(run_env, str) and not run_env.startswith("azureml:") and run_env not in environments:
-                found.add(
-                    ("jobs", i, "environment"),
-                    f"run {run.name!r}: unknown environment {run_env!r}{_hint(run_env, environments)} "
-                    "(or give a full azureml: reference, file: or an inline environment)",
-                )
-            elif isinstance(run_env, InlineEnvironment):
-                problem = _inline_files_missing(run_env, root)
-                if problem:
-                    found.add(("jobs", i, "environment"), f"run {run.name!r}: {problem}")
-            missing = run.undeclared_placeholders()
-            if missing:
-                found.add(
-                    ("jobs", i, "command"), f"run {run.name!r}: {', '.join(missing)} has no declared input/output"
-                )
-            if run.code is not None and not (root / run.code).is_dir():
-                found.add(
-                    ("jobs", i, "code"), f"run {run.name!r}: folder {run.code!r} does not exist under the project root"
-                )
+        for i, entry in enumerate(self.jobs):
+            if isinstance(entry, Run):
+                jobs[i] = _check_run(entry, _run_key(i), f"run {entry.name!r}", found, root, clusters, environments)
+            else:
+                jobs[i] = _check_composite(entry, ("jobs", i), found, root, clusters, environments)
         object.__setattr__(self, "jobs", jobs)
 
     @model_validator(mode="after")
@@ -211,6 +193,16 @@ class StackConfig(BaseModel):
                 return key, (f"subscription {sub} differs from {expected} ({source}): {SAME_SUBSCRIPTION[key]}")
         return None
 
+    @property
+    def runs(self) -> list[Run]:
+        """The runs the stack declares (command jobs, generated fabric checks included), in file order."""
+        return [job for job in self.jobs if isinstance(job, Run)]
+
+    @property
+    def composites(self) -> list[Composite]:
+        """The pipelines and sweeps the stack declares, in file order (each holds its steps as runs)."""
+        return [job for job in self.jobs if not isinstance(job, Run)]
+
     def cluster(self, name: str) -> Cluster:
         return next(c for c in self.clusters if c.name == name)
 
@@ -220,6 +212,97 @@ class StackConfig(BaseModel):
     @property
     def workspace_location(self) -> str:
         return self.workspace.location or self.location
+
+
+def _run_key(index: int) -> Callable[[str], KeyPath]:
+    """Where a field of run ``index`` is written in the stack file."""
+    return lambda key: ("jobs", index, key)
+
+
+def _check_run(
+    run: Run, where: Callable[[str], KeyPath], label: str, found: _References, root: Path,
+    clusters: Mapping[str, Cluster], environments: Mapping[str, Environment],
+) -> Run:
+    """``run``'s references to the stack checked (problems added at ``where(<field>)``, named ``label``), and
+    the run with a ``file:`` environment read in."""
+    if run.compute not in clusters:
+        found.add(where("compute"), _unknown_cluster(label, run.compute, clusters))
+    run_env = run.environment
+    if isinstance(run_env, str) and run_env.startswith(FILE_PREFIX):
+        try:
+            run = run.model_copy(update={"environment": environment_file(run_env, root)})
+        except ValueError as err:
+            found.add(where("environment"), f"{label}: {err}")
+    elif isinstance(run_env, str) and not run_env.startswith("azureml:") and run_env not in environments:
+        found.add(where("environment"), _unknown_environment(label, run_env, environments))
+    elif isinstance(run_env, InlineEnvironment):
+        problem = _inline_files_missing(run_env, root)
+        if problem:
+            found.add(where("environment"), f"{label}: {problem}")
+    missing = run.undeclared_placeholders()
+    if missing:
+        found.add(where("command"), f"{label}: {', '.join(missing)} has no declared input/output")
+    if run.code is not None and not (root / run.code).is_dir():
+        found.add(where("code"), f"{label}: folder {run.code!r} does not exist under the project root")
+    return run
+
+
+def _check_composite(
+    entry: Composite, at: KeyPath, found: _References, root: Path, clusters: Mapping[str, Cluster],
+    environments: Mapping[str, Environment],
+) -> Composite:
+    """A pipeline's steps (a sweep's trial) checked as runs, problems at their keys; the entry holding them."""
+    runs: dict[str, Run] = {}
+    kind = "step" if isinstance(entry, PipelineJob) else "trial"
+    for part, run, problems in entry.step_runs(root):
+        where = _composite_key(entry, at, part)
+        for path, message in problems:
+            found.add((*where(str(path[0])), *path[1:]) if path else where(""), f"{kind} "
+                      f"{qualified(entry.name, part)!r}: {message}")
+        if run is None:
+            continue
+        outside = [key for key, path in _run_paths(run) if resolve_inside(root, path) is None]
+        for key in outside:
+            found.add(where(key), f"{kind} {qualified(entry.name, part)!r}: {key} leads outside the project root "
+                                  "(symbolic links followed); name a file or folder inside the project")
+        if not outside:
+            runs[part] = _check_run(run, where, f"{kind} {qualified(entry.name, part)!r}", found, root, clusters,
+                                    environments)
+    return entry.with_runs(runs)
+
+
+def _composite_key(entry: Composite, at: KeyPath, part: str) -> Callable[[str], KeyPath]:
+    """Where a field of a composite's run is written in the stack file."""
+    if isinstance(entry, SweepJob):
+        top = {"compute": ("compute",), "inputs": ("inputs",), "outputs": ("outputs",), "identity": ("identity",),
+               "limits": ("limits", "trial_timeout"), "queue_settings": ("queue_settings",)}
+        return lambda key: (*at, *top.get(key, ("trial", key) if key else ("trial",)))
+    step = entry.jobs[part]
+    from_component = step.component is not None
+
+    def where(key: str) -> KeyPath:
+        if key == "compute" and step.compute is None and isinstance(entry, PipelineJob) \
+                and entry.settings.default_compute is not None:
+            return (*at, "settings", "default_compute")
+        if (from_component and key in ("command", "code")) or (key == "environment" and step.environment is None \
+                and from_component):
+            return (*at, "jobs", part, "component")
+        return (*at, "jobs", part, *((key,) if key else ()))
+
+    return where
+
+
+def _run_paths(run: Run) -> list[tuple[str, str]]:
+    """(field, path) of every project path a run names."""
+    paths = [("code", run.code)] if run.code is not None else []
+    env = run.environment
+    if isinstance(env, InlineEnvironment) and env.build is not None:
+        paths.append(("environment", env.build.path))
+    if isinstance(env, InlineEnvironment) and env.conda_file is not None:
+        paths.append(("environment", env.conda_file))
+    if isinstance(env, str) and env.startswith(FILE_PREFIX):
+        paths.append(("environment", env.removeprefix(FILE_PREFIX)))
+    return paths
 
 
 def _inside(root: Path, relative: str) -> Path:
@@ -239,6 +322,19 @@ def _inline_files_missing(env: InlineEnvironment, root: Path) -> str | None:
             return f"conda file {env.conda_file!r} not found"
     except ValueError as err:
         return str(err)
+    return conda_file_problem(root, env.conda_file) if env.conda_file is not None else None
+
+
+def conda_file_problem(root: Path, conda_file: str) -> str | None:
+    """What is wrong with the conda file at ``root / conda_file`` (None when it reads as YAML within
+    :data:`infra.bounded.CONDA_FILE`): azure-ai-ml loads and serialises it whole with every job, so an alias
+    bomb or a file of gigabytes there would take the machine down at ``plan`` and ``submit``."""
+    try:
+        bounded.load_file(root / conda_file, bounded.CONDA_FILE)
+    except OSError as err:
+        return f"conda file {conda_file!r} cannot be read: {err.strerror or err}"
+    except bounded.BoundedInputError as err:
+        return f"conda file {conda_file!r}: {err}"
     return None
 
 
@@ -250,9 +346,11 @@ def environment_file(reference: str, root: Path) -> InlineEnvironment:
     if not path.is_file():
         raise ValueError(f"environment file {relative!r} not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise ValueError(f"environment file {relative!r} is not YAML: {str(err).splitlines()[0]}") from None
+        data = bounded.load_file(path, bounded.ENVIRONMENT_FILE)
+    except OSError as err:
+        raise ValueError(f"environment file {relative!r} cannot be read: {err.strerror or err}") from None
+    except bounded.BoundedInputError as err:
+        raise ValueError(f"environment file {relative!r}: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"environment file {relative!r}: expected a mapping")
     folder = path.parent.relative_to(root.resolve())
@@ -292,8 +390,9 @@ def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
                           f"{env.build.path}/{env.build.dockerfile_path}"))
         if env.conda_file is not None:
             named.append((("environments", i, "conda_file"), env.conda_file))
-    named += [(("jobs", i, "code"), run.code) for i, run in enumerate(config.jobs) if run.code is not None]
-    for i, run in enumerate(config.jobs):
+    runs = [(i, run) for i, run in enumerate(config.jobs) if isinstance(run, Run)]
+    named += [(("jobs", i, "code"), run.code) for i, run in runs if run.code is not None]
+    for i, run in runs:
         inline = run.environment
         if isinstance(inline, InlineEnvironment) and inline.build is not None:
             named.append((("jobs", i, "environment", "build", "path"), inline.build.path))
@@ -304,6 +403,69 @@ def _paths_outside(config: StackConfig, root: Path, found: _References) -> bool:
         found.add(key, f"{path!r} leads outside the project root (symbolic links followed); "
                        "name a file or folder inside the project")
     return bool(outside)
+
+
+def _unknown_cluster(label: str, compute: str, clusters: Mapping[str, object]) -> str:
+    """``label`` (``run 'x'``, ``step 'p/train'``) names a cluster the stack does not declare."""
+    return f"{label}: unknown cluster {compute!r}{_hint(compute, clusters)}"
+
+
+def _unknown_environment(label: str, environment: str, environments: Mapping[str, object]) -> str:
+    return (f"{label}: unknown environment {environment!r}{_hint(environment, environments)} "
+            "(or give a full azureml: reference, file: or an inline environment)")
+
+
+def _raw_names(items: Any) -> dict[str, None] | None:
+    """The ``name`` of every entry of a section as written, or None when one has no name (or it is no list)."""
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        return None
+    names = [item.get("name") if isinstance(item, dict) else None for item in items]
+    return dict.fromkeys(n for n in names if isinstance(n, str)) if all(isinstance(n, str) for n in names) else None
+
+
+def _repeated(keys: list[Any]) -> list[tuple[int, int]]:
+    """``(i, j)`` for each key equal to an earlier one, ``j`` the first's index."""
+    first: dict[Any, int] = {}
+    return [(i, first[key]) for i, key in enumerate(keys) if first.setdefault(key, i) != i]
+
+
+def _duplicate_waiver(first: int, rule: object, resource: object) -> str:
+    # The engine would apply the first and report this one as unused: one decision, one entry.
+    return (f"duplicate waiver: waivers[{first}] already waives {rule} for {resource!r}; keep one (with the reason "
+            "and expiry you mean)")
+
+
+def raw_references(data: Mapping[str, Any]) -> list[tuple[KeyPath, str]]:
+    """What :class:`StackConfig`'s cross-reference check would say of the runs' clusters and environments,
+    read from the values as written. Pydantic runs that check only once every field is valid, so without
+    this a mistake elsewhere in the file would hide an unknown cluster until the next run. Only what the
+    values say for certain is reported: nothing when a section cannot be read. Duplicate waivers too."""
+    found: list[tuple[KeyPath, str]] = []
+    # No clusters at all is its own problem (the section is required), not one per run naming one.
+    clusters = _raw_names(data.get("clusters")) or None
+    environments = _raw_names(data.get("environments"))
+    jobs = data.get("jobs")
+    for i, job in enumerate(jobs if isinstance(jobs, list) else []):
+        if not isinstance(job, dict):
+            continue
+        if job.get("type", "command") != "command":  # a pipeline's steps, a sweep's trial: checked with the model
+            continue
+        label, compute, environment = f"run {job.get('name')!r}", job.get("compute"), job.get("environment")
+        if clusters is not None and isinstance(compute, str) and compute.removeprefix("azureml:") not in clusters:
+            found.append((("jobs", i, "compute"), _unknown_cluster(label, compute.removeprefix("azureml:"), clusters)))
+        if environments is not None and isinstance(environment, str) and environment \
+                and not environment.startswith(("azureml:", FILE_PREFIX)) and environment not in environments:
+            found.append((("jobs", i, "environment"), _unknown_environment(label, environment, environments)))
+    waivers = data.get("waivers")
+    # (rule, resource) of each waiver that names both; an entry that does not is its own (i, None), never repeated.
+    pairs: list[tuple[object, object]] = [
+        (w["rule"], w["resource"]) if isinstance(w, dict) and isinstance(w.get("rule"), str)
+        and isinstance(w.get("resource"), str) else (i, None)
+        for i, w in enumerate(waivers if isinstance(waivers, list) else [])]
+    found += [(("waivers", i), _duplicate_waiver(j, *pairs[i])) for i, j in _repeated(pairs)]
+    return found
 
 
 def _hint(value: str, known: Mapping[str, object]) -> str:
@@ -355,7 +517,7 @@ def _secret_path(value: Any, path: KeyPath) -> KeyPath | None:
 
 _PRIVATE_KEYS = frozenset({"environment_variables", "inputs", "tags", "properties", "ssh_public_keys", "command"})
 """Keys whose values (at any depth) are never quoted back: they are where people paste tokens."""
-_CREDENTIAL_LIKE = re.compile(
+_CREDENTIAL_LIKE = linear.compile(
     r"[A-Za-z0-9+=_-]{32,}|-----BEGIN|AccountKey=|(^|[?&])sig=|\b(gh[pousr]_|hf_|sk-|xox[bp]-|AKIA)[A-Za-z0-9]"
 )
 
@@ -368,6 +530,7 @@ def _shown(value: Any, path: KeyPath) -> str:
         return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
     if isinstance(value, str) and (
         any(part in _PRIVATE_KEYS for part in path if isinstance(part, str)) or _CREDENTIAL_LIKE.search(value)
+        or secrets.judge(str(path[-1]) if path else "", value)
     ):
         return "a value not shown here: it may be a secret"
     return json.dumps(value, default=str)[:80]
@@ -375,6 +538,8 @@ def _shown(value: Any, path: KeyPath) -> str:
 
 # ------------------------------------------------------------------------------------------ pydantic's errors
 
+_JOB_TAGS = frozenset({"Run", "PipelineJob", "SweepJob"})
+"""The models of a ``jobs`` entry (see :data:`model.pipelines.JobEntry`)."""
 _UNION_TAGS = {"str", "int", "float", "bool", "pytorch", "mpi", "tensorflow"}
 
 
@@ -408,7 +573,8 @@ def _clean(loc: tuple[Any, ...]) -> tuple[KeyPath, KeyPath | None]:
     previous: object = None
     for part in loc:
         if _is_tag(part, previous):
-            if union_at is None:
+            # A jobs entry is read with the one model its `type` names: that tag is no choice between members.
+            if union_at is None and not (len(out) == 2 and out[0] == "jobs" and part in _JOB_TAGS):
                 union_at = tuple(out)
         else:
             out.append(part)
@@ -466,6 +632,10 @@ def _translate(error: Mapping[str, Any], path: KeyPath) -> str:
         return f"must be {ctx.get('expected')}{got}"
     if kind == "union_tag_invalid":
         return f"type must be one of {ctx.get('expected_tags')} (got {_shown(ctx.get('tag'), path)})"
+    if kind == "job_type":
+        given = error.get("input")
+        kind_given = given.get("type") if isinstance(given, dict) else None
+        return f"{error['msg']} (got type {_shown(kind_given, path)})"
     if kind == "union_tag_not_found":
         return f"needs a {ctx.get('discriminator')} key"
     return f"{error['msg']}{got}"
@@ -473,7 +643,8 @@ def _translate(error: Mapping[str, Any], path: KeyPath) -> str:
 
 # ------------------------------------------------------------------------------------------ misplaced keys
 
-_RUN_SECTIONS = {"Run": "", "Resources": "resources", "Limits": "limits", "QueueSettings": "queue_settings",
+_RUN_SECTIONS = {"Run": "", "PipelineStep": "", "Resources": "resources", "Limits": "limits",
+                 "QueueSettings": "queue_settings",
                  "PyTorchDistribution": "distribution", "MpiDistribution": "distribution",
                  "TensorFlowDistribution": "distribution"}
 """The run model's sections by model name, as the stack file names them ("" for the run itself)."""
@@ -499,6 +670,18 @@ RENAMED: dict[tuple[str, str], str] = {
 NO_PLACE: dict[tuple[str, str], str] = {
     ("Run", "type"): "every declared run is an Azure ML command job (`type: command` is implied): remove it",
     ("Run", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: remove it",
+    ("PipelineJob", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: "
+                                "remove it",
+    ("SweepJob", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: remove it",
+    ("PipelineJob", "compute"): "a pipeline's default cluster is settings.default_compute (or each step's compute)",
+    ("PipelineStep", "name"): "a step's name is its key under the pipeline's jobs",
+    ("PipelineSettings", "default_environment"): "Azure ML pipelines have no default environment (settings are "
+                                                 "default_compute, default_datastore, continue_on_step_failure and "
+                                                 "force_rerun): give each step, or its component, an environment",
+    ("Trial", "compute"): "every trial runs on the sweep's compute",
+    ("Trial", "limits"): "a trial's timeout is the sweep's limits.trial_timeout",
+    ("Trial", "inputs"): "a trial's inputs are the sweep's inputs",
+    ("Trial", "outputs"): "a trial's outputs are the sweep's outputs",
     ("Cluster", "type"): "every cluster is an AmlCompute cluster (`type: amlcompute` is implied): remove it",
     ("StackConfig", "location"): f"the region is set with {LOCATION_KEY} (or workspace.location), "
                                  f"not {NAMESPACE}:location",
@@ -631,6 +814,9 @@ def _raise_all(found: list[tuple[KeyPath, str]], file: str, locate: Locate | Non
     raise ConfigError(file=file, problems=ordered)
 
 
+_REPORTED = "(reported above)"
+"""The region given to the model when its problem is already reported (so it is not also "missing")."""
+
 def build(
     values: Mapping[str, Any], *, location: str | None, file: str, root: Path, secret: frozenset[str] = frozenset(),
     subscription: str | None = None, locate: Locate | None = None,
@@ -653,7 +839,12 @@ def build(
     if location == SECRET_PLACEHOLDER:
         found.append(((LOCATION_KEY,), "the region is encrypted (secure:) and cannot be read offline; a region is "
                                        "not a secret: set it in plain text"))
-        location = "secret"
+        location = _REPORTED
+    elif isinstance(location, str) and location and location != _REPORTED:
+        try:
+            regions.check(location)
+        except ValueError as err:
+            found.append(((LOCATION_KEY,), str(err)))
     if subscription == SECRET_PLACEHOLDER:
         subscription = None  # encrypted: unknown offline; `pulumi up` compares with the provider's own
     if subscription is not None and not (isinstance(subscription, str) and _GUID.fullmatch(subscription)):
@@ -670,12 +861,16 @@ def build(
     if not data["location"] and isinstance(values.get("workspace"), dict):
         data["location"] = values["workspace"].get("location") or ""
     if not data["location"] and "location" in values:
-        data["location"] = "(reported above)"  # the region is there, under the wrong key: one problem, not two
+        data["location"] = _REPORTED  # the region is there, under the wrong key: one problem, not two
     try:
         config = StackConfig.model_validate(data, context={"root": root})
     except ValidationError as err:
-        found += [(_in_file(path), message) for path, message in _problems_of(err, data)
-                  if not (path and path[0] in secret)]
+        problems = _problems_of(err, data)
+        if not any(error["type"] == "stack_reference" for error in err.errors()):
+            # The cross-reference check did not run: say what it would have said (not twice at one key).
+            at = {path for path, _ in problems}
+            problems += [(path, message) for path, message in raw_references(data) if path not in at]
+        found += [(_in_file(path), message) for path, message in problems if not (path and path[0] in secret)]
     if found:
         _raise_all(found, file, locate)
     return config
@@ -693,7 +888,7 @@ def from_stackfile(stack: StackFile, root: Path) -> StackConfig:
     if location is not None and not isinstance(location, str):
         wrong.append(((LOCATION_KEY,), f"expected a region name such as westeurope "
                                        f"(got {_shown(location, (LOCATION_KEY,))})"))
-        location = "(not a region)"  # reported above; not again as missing
+        location = _REPORTED  # reported above; not again as missing
     for key in stack.config:
         namespace, _, name = key.partition(":")
         if namespace != NAMESPACE and name in _FIELDS:

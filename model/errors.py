@@ -56,13 +56,13 @@ class Problem:
 class ConfigError(UserError):
     """A stack file that cannot become a valid stack model.
 
-    Raised with ``message``/``key`` for one mistake, or with ``problems`` for all of a file's; then
-    ``message`` and ``key`` are the first problem's.
+    Raised with ``message``/``key`` for one mistake, or with ``problems`` for all of a file's (kept in
+    file order, those without a position last); then ``message`` and ``key`` are the first problem's.
     """
 
     def __init__(self, message: str = "", *, file: str | None = None, key: str | None = None,
                  problems: Sequence[Problem] = ()) -> None:
-        self.problems = tuple(problems)
+        self.problems = tuple(sorted(problems, key=lambda p: (p.line == 0, p.line, p.column)))  # file order
         if self.problems:
             message, key = self.problems[0].message, self.problems[0].key
         super().__init__(message, file=file, key=key)

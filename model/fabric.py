@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from infra import bounded
 from model import dockerfile, shell
 
 WATCHED = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_NET", "OMPI_MCA_pml", "OMPI_MCA_btl", "UCX_TLS",
@@ -239,6 +240,8 @@ def docker_env(args: str | None) -> tuple[list[Setting], list[str]]:
     (``--env-file``, ``-e NAME`` taking the node's value)."""
     if not args:
         return [], []
+    if not bounded.shlex_can_read(args):
+        return [], [f"docker_args of {len(args):,} characters: too long to read"]
     try:
         tokens = shlex.split(args)
     except ValueError:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from infra import bounded
 from infra.paths import resolve_inside
 from model import stackfile
 from model.config import StackConfig, from_stackfile
@@ -30,23 +31,38 @@ class LoadedStack:
     config: StackConfig
 
 
-PROJECT_FILE_LIMIT = 1 << 20
-"""Pulumi.yaml is a few lines; a megabyte is already not one."""
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""What Pulumi accepts as a stack name (pulumi/pulumi, ``ValidateStackName``: letters, digits, ``-``, ``_``,
+``.``, at most 100): a name with a newline or ``::`` never reaches a log line, a path or ``policy.md``."""
+
+OTHER_PROJECT_FILES = ("Pulumi.json", "Pulumi.yml")
+"""Project files Pulumi also reads. It looks for ``Pulumi.json``, then ``Pulumi.yaml``, then ``Pulumi.yml``
+(``findProjectInDir`` over ``encoding.Exts`` = .json, .yaml, .yml, in pulumi/pulumi's
+sdk/go/common/workspace/paths.go and sdk/go/common/encoding/marshal.go), and reads each stack's settings from
+``Pulumi.<stack>`` with the project file's extension (``ProjectStackPath``): a ``Pulumi.json`` beside
+``Pulumi.yaml`` makes ``pulumi up`` read ``Pulumi.<stack>.json``, a file the gate never sees."""
 
 
 def check_project(root: Path) -> None:
-    """Refuse a ``Pulumi.yaml`` whose ``stackConfigDir`` moves the stack files: ``pulumi up`` would read
-    ``Pulumi.<stack>.yaml`` there while the gate, the workflows and CODEOWNERS look at the project root."""
+    """Refuse a project whose ``pulumi up`` would read other stack settings than the gate judges: a
+    ``Pulumi.yaml`` whose ``stackConfigDir`` moves the stack files, or a ``Pulumi.json``/``Pulumi.yml``
+    project file beside it (see :data:`OTHER_PROJECT_FILES`). ``Pulumi.yaml`` is read within
+    :data:`infra.bounded.PROJECT_FILE`."""
+    for other in OTHER_PROJECT_FILES:
+        if (root / other).exists() or (root / other).is_symlink():
+            raise ConfigError(
+                f"a second project file beside Pulumi.yaml: Pulumi looks for Pulumi.json first, then Pulumi.yaml, "
+                f"then Pulumi.yml, and reads each stack's settings from Pulumi.<stack> with that file's extension, "
+                f"so `pulumi up` could read stack settings the gate never judges: remove {other} and keep the "
+                "project in Pulumi.yaml", file=other)
     path = resolve_inside(root, "Pulumi.yaml")
     if path is None:
         raise ConfigError("leads outside the project root (symbolic links followed)", file="Pulumi.yaml")
     try:
-        with path.open("rb") as handle:
-            data = handle.read(PROJECT_FILE_LIMIT + 1)
-        if len(data) > PROJECT_FILE_LIMIT:
-            raise ConfigError(f"larger than {PROJECT_FILE_LIMIT} bytes: not a Pulumi project file", file="Pulumi.yaml")
-        project = yaml.safe_load(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        project = bounded.load_file(path, bounded.PROJECT_FILE)
+    except OSError as err:
+        raise ConfigError(f"cannot read the project file: {err.strerror or err}", file="Pulumi.yaml") from None
+    except bounded.BoundedInputError as err:
         raise ConfigError(f"cannot read the project file: {err}", file="Pulumi.yaml") from None
     if isinstance(project, dict) and project.get("stackConfigDir") not in (None, "", "."):
         raise ConfigError(
@@ -57,13 +73,27 @@ def check_project(root: Path) -> None:
         )
 
 
+def other_stack_files(root: Path, name: str) -> list[str]:
+    """Files holding stack ``name``'s settings in another format than ``Pulumi.<name>.yaml``
+    (``Pulumi.<name>.json``, ``Pulumi.<name>.yml``): Pulumi reads them when the project file has that
+    extension, and a reviewer reading the YAML one would approve settings that are not deployed."""
+    return [f"Pulumi.{name}{ext}" for ext in (".json", ".yml")
+            if (root / f"Pulumi.{name}{ext}").exists() or (root / f"Pulumi.{name}{ext}").is_symlink()]
+
+
 def load_stack(name: str, root: Path | None = None) -> LoadedStack:
     """Read and validate ``Pulumi.<name>.yaml``; bad input raises a ConfigError naming the file and key
     (a project whose ``Pulumi.yaml`` moves the stack files elsewhere included: :func:`check_project`)."""
     root = root or find_root()
-    if not name or any(part in name for part in ("/", "\\", "\0")):
-        raise UserError(f"{name!r} is not a stack name (Pulumi.<stack>.yaml in the project root)", key="--stack")
+    if not STACK_NAME.fullmatch(name):
+        raise UserError(f"{name!r} is not a stack name (Pulumi.<stack>.yaml in the project root; a stack name is "
+                        "1 to 100 letters, digits, '-', '_' and '.', as Pulumi requires)", key="--stack")
     check_project(root)
+    for other in other_stack_files(root, name):
+        raise ConfigError(
+            f"stack {name!r} also has settings in {other}: Pulumi reads that file instead of Pulumi.{name}.yaml when "
+            "the project file is Pulumi.json or Pulumi.yml, and the gate judges only the YAML one: keep the stack's "
+            f"settings in Pulumi.{name}.yaml alone and remove {other}", file=other)
     path = root / f"Pulumi.{name}.yaml"
     if path.exists() and resolve_inside(root, path.name) is None:
         # A fork pull request could link the stack file to any file of the machine (/proc/self/environ).
@@ -73,6 +103,9 @@ def load_stack(name: str, root: Path | None = None) -> LoadedStack:
         )
     if not path.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
-        raise UserError(f"no stack file {path.name} in {root}; stacks here: {', '.join(known) or 'none'}")
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UserError(f"no stack file {path.name} in {root}; {hint}stacks here: {', '.join(known) or 'none'}",
+                        key="--stack")
     parsed = stackfile.read(path)
     return LoadedStack(name=name, root=root, file=parsed, config=from_stackfile(parsed, root))

@@ -14,7 +14,6 @@ clusters and environments are resolved by :mod:`jobs.resolve`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
@@ -32,6 +31,7 @@ from pydantic import (
 )
 
 from infra import naming
+from infra import regex as linear
 from infra.enums import AnyCase, CamelOrSnakeCase, lower
 from infra.model import BuildContext, Capability, is_reference
 
@@ -86,7 +86,7 @@ DataType = Annotated[
 # Where data lives: a data asset (azureml:<name>:<version>), a datastore/registry/job URI
 # (azureml://...) or storage URLs. A local path would be uploaded from whichever machine submits, and
 # azure-ai-ml resolves it against the YAML file's folder: declare a data asset instead.
-_DATA_URI = re.compile(r"^(azureml:|https?://|wasbs?://|abfss?://|adl://|gs://|s3://)")
+_DATA_URI = linear.compile(r"^(azureml:|https?://|wasbs?://|abfss?://|adl://|gs://|s3://)")
 
 
 def is_remote_path(value: str) -> bool:
@@ -128,7 +128,7 @@ Input = Literal_ | DataInput
 
 # ------------------------------------------------------------------------------------------ the rest
 
-SHM_SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]$")
+SHM_SIZE = linear.compile(r"^[1-9][0-9]*[bkmgBKMG]$")
 
 
 class Resources(Model):
@@ -238,8 +238,14 @@ def _environment_reference(value: str) -> str:
     return value
 
 
-PLACEHOLDER = re.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-OPTIONAL_SEGMENT = re.compile(r"\$\[\[.*?\]\]", re.S)
+MAX_COMMAND = 1 << 16
+"""Characters of a run's command the gate reads (64 KiB: Linux takes at most 128 KiB in one argument, and
+no command line a person writes comes near); a longer one is bad input, so a hostile stack file cannot make
+every reader of the command (launchers, shell words, secrets) walk megabytes."""
+PLACEHOLDER = linear.compile(r"\$\{\{\s*(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_DRIVE = linear.compile(r"^[A-Za-z]:")
+_IDENTIFIER = linear.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+OPTIONAL_SEGMENT = linear.compile(r"(?s)\$\[\[.*?\]\]")
 """``$[[--flag ${{inputs.x}}]]``: a command segment Azure ML drops when its optional input is not given."""
 
 
@@ -251,6 +257,8 @@ class Run(Model):
     experiment_name: str | None = None
     description: str | None = None
     tags: dict[str, str] = {}
+    properties: dict[str, str] = {}
+    """Azure ML job properties: name-value pairs kept with the job, like tags but set once at submission."""
     code: str | None = None
     """Folder relative to the project root, uploaded as the run's snapshot (none: the command needs only
     the environment)."""
@@ -283,6 +291,9 @@ class Run(Model):
     def _command_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("command is empty")
+        if len(value) > MAX_COMMAND:
+            raise ValueError(f"command is {len(value):,} characters, more than the {MAX_COMMAND:,} the gate reads: "
+                             "put the steps in a script in the code folder and run that")
         return value
 
     @field_validator("environment")
@@ -296,7 +307,7 @@ class Run(Model):
         if value is None:
             return None
         path = PurePosixPath(value.replace("\\", "/"))
-        if not value.strip() or path.is_absolute() or re.match(r"^[A-Za-z]:", value) or ".." in path.parts:
+        if not value.strip() or path.is_absolute() or _DRIVE.match(value) or ".." in path.parts:
             raise ValueError(f"code {value!r} must be a folder inside the project, relative to its root")
         return value
 
@@ -309,7 +320,7 @@ class Run(Model):
     @classmethod
     def _identifier_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
         for key in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            if not _IDENTIFIER.fullmatch(key):
                 raise ValueError(f"{key!r} is not a valid input/output name (letters, digits, '_')")
         return value
 

@@ -492,7 +492,10 @@ class _Shell:
         def read(offset: int, _point: tuple[int, int]) -> bytes:
             return src[offset:offset + 65536]
 
-        tree = self.parser.parse(read, progress_callback=lambda *_: time.monotonic() > deadline)
+        try:
+            tree = self.parser.parse(read, progress_callback=lambda *_: time.monotonic() > deadline)
+        except ValueError:  # tree-sitter 0.25+ raises "Parsing failed" when the callback cancels the parse
+            tree = None
         if tree is None:
             raise _Stop("timeout", f"more than {MAX_SECONDS:g} s to parse")
         self.tick(max(1, len(src) // 256))

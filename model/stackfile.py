@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from infra import bounded, secrets
 from model import NAMESPACE
 from model.errors import ConfigError, Problem
 
@@ -93,126 +94,21 @@ def _strip_secrets(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last one."""
+MAX_BYTES = bounded.STACK_FILE.max_bytes
+"""The largest stack file read (:data:`infra.bounded.STACK_FILE`)."""
+MAX_NODES = bounded.STACK_FILE.max_nodes
+"""The most values a stack file may expand to, aliases counted in full (:mod:`infra.bounded`)."""
+MAX_DEPTH = bounded.STACK_FILE.max_depth
+"""The deepest nesting of lists and mappings (a stack file needs 7)."""
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-# Pulumi reads `expires: 2027-03-31` as the string it looks like; PyYAML would make it a date object.
-_WITHOUT_TIMESTAMPS = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_UniqueKeyLoader.yaml_implicit_resolvers = _WITHOUT_TIMESTAMPS
-
-
-class _FastUniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """The same loader on libyaml's parser when PyYAML has one (PyYAML's wheels do): a stack file of a
-    thousand runs parses in 0.3 s instead of 2 s. Resolver and constructors are PyYAML's, so a file both
-    parsers read gives the same values and lines. In corners no stack file needs, libyaml follows the YAML
-    spec where PyYAML does not: it accepts a tab, a byte-order mark or U+2028 inside a value, which PyYAML
-    refuses, and reads a lone ``!`` tag as '' (PyYAML: None). Pulumi reads stack files with a Go port of
-    libyaml."""
-
-
-_FastUniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_FastUniqueKeyLoader.yaml_implicit_resolvers = _WITHOUT_TIMESTAMPS
-_EVENT_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-MAX_BYTES = 8 * 1024 * 1024
-"""The largest stack file read: 15 times a generated stack of a thousand runs (556 KB)."""
-MAX_NODES = 500_000
-"""The most values (scalars, lists, mappings) a stack file may expand to, each alias counted as the whole
-value it repeats: 12 times a thousand-run stack (41,810). Go's YAML reader, which Pulumi and Kubernetes
-use, bounds alias expansion the same way (CVE-2019-11253); without a bound a 10-line file of nested
-anchors expands to billions of values."""
-MAX_DEPTH = 64
-"""The deepest nesting of lists and mappings (a stack file needs 7). libyaml's composer recurses in C,
-where a document nested 100,000 levels deep crashes the interpreter instead of raising an error."""
-
-
-def _line_of(event: yaml.Event) -> str:
-    """``line N`` of where a YAML event starts (every event the parser emits carries its mark)."""
-    return f"line {event.start_mark.line + 1}" if event.start_mark is not None else "line ?"
-
-
-def _check_bounds(text: str, name: str) -> None:
-    """Refuse, before anything is built from it, a document whose expansion exceeds :data:`MAX_NODES` or
-    whose nesting exceeds :data:`MAX_DEPTH`, or with an alias inside its own anchor (a cycle).
-
-    One pass over libyaml's parse events, in constant memory per anchor: it stops at the first event past
-    a limit, so a bomb is refused in milliseconds. Syntax errors are left to the parse that follows."""
-    sizes: dict[str, int] = {}
-    """Expanded size of each anchored value seen so far (the latest definition of a name wins, as in YAML)."""
-    open_: list[tuple[str | None, int]] = []
-    """The collections being read, outermost first: their anchor and the count at their start."""
-    count = 0
-    try:
-        for event in yaml.parse(text, Loader=_EVENT_LOADER):
-            if isinstance(event, yaml.ScalarEvent):
-                count += 1
-                if event.anchor is not None:
-                    sizes[event.anchor] = 1
-            elif isinstance(event, yaml.CollectionStartEvent):
-                count += 1
-                open_.append((event.anchor, count))
-                if len(open_) > MAX_DEPTH:
-                    raise ConfigError(
-                        f"nested more than {MAX_DEPTH} levels deep (the limit for a stack file)",
-                        file=name, key=_line_of(event),
-                    )
-            elif isinstance(event, yaml.CollectionEndEvent):
-                anchor, start = open_.pop()
-                if anchor is not None:
-                    sizes[anchor] = count - start + 1
-            elif isinstance(event, yaml.AliasEvent):
-                if any(anchor == event.anchor for anchor, _ in open_):
-                    raise ConfigError(
-                        f"invalid YAML: alias *{event.anchor} is inside its own anchor &{event.anchor} "
-                        "(a value that contains itself)",
-                        file=name, key=_line_of(event),
-                    )
-                count += sizes.get(event.anchor or "", 1)
-            if count > MAX_NODES:
-                raise ConfigError(
-                    f"expands to more than {MAX_NODES:,} values (aliases counted in full), the limit for a "
-                    "stack file: an alias bomb?",
-                    file=name, key=_line_of(event),
-                )
-    except yaml.YAMLError as err:
-        # libyaml (0.2.5 on) stops its scanner at 1,000 open flow collections, ahead of the events this
-        # loop reads: that is nesting past the limit, not a syntax error for the (recursive) parse below.
-        if "maximum nesting depth" in str(getattr(err, "problem", "")):
-            mark = getattr(err, "problem_mark", None)
-            raise ConfigError(
-                f"nested more than {MAX_DEPTH} levels deep (the limit for a stack file)",
-                file=name, key=f"line {mark.line + 1}" if mark is not None else "line ?",
-            ) from None
-        return
-
-
-def _parse(text: str, loader_class: type[Any]) -> tuple[yaml.Node | None, Any]:
-    """The document's node tree (for line numbers) and its value, from one parse (``yaml.compose`` then
-    ``yaml.load`` parsed the file twice)."""
-    loader = loader_class(text)
-    try:
-        node = loader.get_single_node()
-        return node, loader.construct_document(node) if node is not None else None
-    finally:
-        loader.dispose()
+def _config_error(err: bounded.BoundedInputError, name: str) -> ConfigError:
+    """A bounded reader's refusal as the stack file's config error, pointing at its line."""
+    if err.line is not None and err.column is not None:
+        return ConfigError(file=name, problems=[Problem("", err.message, err.line, err.column)])
+    if err.line is not None:
+        return ConfigError(err.message, file=name, key=f"line {err.line}")
+    return ConfigError(err.message, file=name, key="YAML" if err.message.startswith("invalid YAML") else None)
 
 
 PULUMI_STACK_KEYS = frozenset({"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"})
@@ -242,43 +138,22 @@ def _check_top_level(document: dict[Any, Any], node: yaml.Node | None, name: str
 
 
 def read(path: Path) -> StackFile:
-    """Parse a stack file; any problem is a :class:`ConfigError` naming the file (and line)."""
+    """Parse a stack file; any problem is a :class:`ConfigError` naming the file (and line). The file goes
+    through the project's one bounded YAML reader (:mod:`infra.bounded`, limits :data:`~infra.bounded.STACK_FILE`)."""
     name = path.name
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+        text = bounded.read_text(path, bounded.STACK_FILE)
+        secrets.remember_in_text(text)  # before parsing: a line that does not parse is quoted in the error
+        node, document = bounded.parse(text, bounded.STACK_FILE)
+        secrets.remember_in(document)
     except FileNotFoundError:
         raise ConfigError("stack file not found", file=str(path)) from None
     except OSError as err:
         raise ConfigError(f"cannot read stack file: {err.strerror or err}", file=str(path)) from None
-    if len(data) > MAX_BYTES:
-        raise ConfigError(
-            f"larger than {MAX_BYTES:,} bytes, the limit for a stack file", file=name
-        )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise ConfigError(
-            f"not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded; save the file as UTF-8",
-            file=name, key=f"line {line}",
-        ) from None
-    _check_bounds(text, name)
-    try:
-        try:
-            node, document = _parse(text, _FastUniqueKeyLoader)
-        except yaml.YAMLError:
-            # libyaml's messages are terser ("found character that cannot start any token"): parse the
-            # broken file again with PyYAML's own parser, whose message names the character.
-            node, document = _parse(text, _UniqueKeyLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None) or str(err)
-        if mark is None:
-            raise ConfigError(f"invalid YAML: {problem}", file=name, key="YAML") from None
-        raise ConfigError(file=name, problems=[
-            Problem("", f"invalid YAML: {problem}", mark.line + 1, mark.column + 1)
-        ]) from None
+    except bounded.BoundedInputError as err:
+        raise _config_error(err, name) from None
+    except secrets.TooManySecrets as err:
+        raise ConfigError(str(err), file=name) from None
     if document is None:
         raise ConfigError("the file is empty; expected a 'config:' mapping", file=name)
     if not isinstance(document, dict):

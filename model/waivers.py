@@ -15,13 +15,14 @@ names, how long it runs and where it may live, and the engine applies it.
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from infra import regex as linear
+
 REASON_MIN_CHARS = 20
 REASON_MIN_WORDS = 3
-_WORD = re.compile(r"[^\W\d_]{2,}")
+_WORD = linear.compile(r"\pL{2,}")
 """A word: two or more letters (any script)."""
 
 
@@ -52,6 +53,10 @@ class Waiver(BaseModel):
     remove it); whitespace is collapsed."""
     expires: dt.date
     """Last day the waiver applies (inclusive). Required, at most policy-waivers.max_days (default 90) ahead."""
+    fingerprint: str | None = Field(default=None, pattern=r"^[0-9a-f]{12,32}$")
+    """The fingerprint of the one finding the waiver excuses (the plan shows it beside each finding; its first
+    12 characters or more): the rule, the thing and the finding's evidence. When what was approved changes (one
+    warm node becomes sixteen), the fingerprint no longer matches and the waiver is stale: reported, not applied."""
 
     @field_validator("reason")
     @classmethod
@@ -69,6 +74,10 @@ class Waiver(BaseModel):
     def covers(self, rule_id: str, name: str) -> bool:
         """Whether this waiver is about ``rule_id`` for the thing declared as ``name``."""
         return self.rule == rule_id and self.resource == name
+
+    def binds(self, fingerprint: str) -> bool:
+        """Whether this waiver was approved for the finding whose fingerprint is ``fingerprint``."""
+        return self.fingerprint is not None and fingerprint.startswith(self.fingerprint)
 
     def key(self) -> tuple[str, str, str]:
         """What the waiver is about (its origin, rule and resource): how a change to it is recognised."""

@@ -10,9 +10,24 @@ from types import MappingProxyType
 
 from policies.properties import table_rules
 from policies.rule import Rule
-from policies.rules import budgets, compute, environments, fabric, hardening, network, runs, storage, workspace
+from policies.rules import (
+    budgets,
+    compute,
+    deploy_order,
+    environments,
+    fabric,
+    hardening,
+    launch,
+    network,
+    pipelines,
+    runs,
+    runtime,
+    storage,
+    workspace,
+)
 
-FAMILIES = (workspace, storage, network, compute, environments, runs, fabric, hardening, budgets)
+FAMILIES = (workspace, storage, network, deploy_order, compute, environments, runs, launch, runtime, fabric,
+            pipelines, hardening, budgets)
 """Family modules, in the order listings and docs show them."""
 
 
@@ -29,7 +44,8 @@ def _collect() -> tuple[Rule, ...]:
     if strays:
         raise ValueError(f"property rules {strays} name no family module")
     for module in FAMILIES:
-        coded = [v for v in vars(module).values() if isinstance(v, Rule)]
+        # A family's rules: its decorated functions, and the rules it makes from rows of its own table.
+        coded = [v for v in vars(module).values() if isinstance(v, Rule)] + list(getattr(module, "TABLE_RULES", ()))
         found = sorted([*coded, *(r for r in table if r.family == _name(module))], key=lambda r: r.id)
         for rule in found:
             if rule.id in seen:

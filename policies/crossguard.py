@@ -10,11 +10,17 @@
   ``policy-waived-findings`` (advisory) reports every finding a waiver excuses, so waived findings are
   never silent in CrossGuard either.
 
-Waivers live in the stack file (``aml-gpu-training:waivers``) and in the project's pack config
-(``policies/config.json``, key ``policy-waivers``), neither of which CrossGuard hands to a policy's
-validation: they are read from the project folder this pack sits in, the stack's name taken from the
-resource URNs. Enforcement levels and parameters come from the pack config
-(``--policy-pack-config``), exactly as for the offline gate.
+One pack config for both gates: the stack's own, as ``amlgpu plan --stack S`` reads it
+(``policies/config.<S>.json`` when it exists, e.g. prod's strict profile, else ``policies/config.json``:
+:func:`policies.packconfig.default_path`). Pulumi starts a policy pack with the stack's name in
+``PULUMI_STACK`` and its config in ``PULUMI_CONFIG`` (pulumi/pulumi, pkg/resource/plugin/analyzer_plugin.go,
+``constructEnv``), so the pack registers each policy with the enforcement level and parameter defaults of
+that pack config; ``--policy-pack-config`` can still set a parameter explicitly. Waivers live in the stack
+file (``aml-gpu-training:waivers``) and in that pack config (key ``policy-waivers``), neither of which
+CrossGuard hands to a policy's validation: they are read from the project folder this pack sits in, the
+stack's name taken from the resource URNs, and a waiver applies only to the finding whose fingerprint it
+names. The stack's provider and engine settings (``stack-provider-settings-allowed``) are read from
+``PULUMI_CONFIG``, the config ``pulumi up`` really runs with, else from the stack file.
 
 Props arrive as CrossGuard proxies (values unknown during preview raise when read) with numbers as
 floats; :func:`plain` turns them into the wire shape the rules read (unknowns as
@@ -24,9 +30,12 @@ floats; :func:`plain` turns them into the wire shape the rules read (unknowns as
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pulumi_policy import (
@@ -48,8 +57,8 @@ from model.errors import ConfigError
 from model.stackfile import read as read_stackfile
 from model.waivers import Waiver
 from policies.catalogue import BY_ID, RULES
-from policies.engine import Finding, describe, violations
-from policies.packconfig import DEFAULT_PATH, RuleSettings, parameters
+from policies.engine import Finding, describe, fingerprint, violations
+from policies.packconfig import DEFAULT_PATH, RuleSettings, default_path, parameters, resolve
 from policies.packconfig import load as load_pack_config
 from policies.rule import Rule
 from policies.stack import COMPONENT_KINDS, Owner, Stack
@@ -131,35 +140,84 @@ def _stack_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
     return tuple(waivers)
 
 
-@lru_cache(maxsize=2)
-def _waiver_settings(root: Path) -> WaiverSettings:
-    path = root / DEFAULT_PATH
-    return waiver_settings(load_pack_config(path), source=path.name) if path.is_file() else WaiverSettings()
+def pack_stack() -> str | None:
+    """The stack Pulumi started this pack for (``PULUMI_STACK``, ``org/project/stack`` or ``stack``)."""
+    name = os.environ.get("PULUMI_STACK", "")
+    return name.rsplit("/", 1)[-1] or None
+
+
+@lru_cache(maxsize=8)
+def pack_config_path(root: Path, stack: str | None) -> Path:
+    """The pack config ``amlgpu plan --stack <stack>`` reads (:func:`policies.packconfig.default_path`)."""
+    return default_path(root, stack) if stack else root / DEFAULT_PATH
+
+
+@lru_cache(maxsize=8)
+def _pack_config(root: Path, stack: str | None) -> Mapping[str, Any]:
+    path = pack_config_path(root, stack)
+    return MappingProxyType(load_pack_config(path)) if path.is_file() else MappingProxyType({})
+
+
+def _profile(root: Path, stack: str | None) -> Mapping[str, RuleSettings]:
+    """Every rule's enforcement and parameters under the stack's pack config."""
+    path = pack_config_path(root, stack)
+    return resolve(dict(_pack_config(root, stack)), source=path.name)
+
+
+@lru_cache(maxsize=8)
+def _waiver_settings(root: Path, stack: str | None) -> WaiverSettings:
+    return waiver_settings(dict(_pack_config(root, stack)), source=pack_config_path(root, stack).name)
 
 
 def _all_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
     """The platform's waivers for ``stack`` first, then the stack file's (as the offline gate orders them)."""
-    return (*_waiver_settings(root).for_stack(stack), *_stack_waivers(stack, root))
+    return (*_waiver_settings(root, stack).for_stack(stack), *_stack_waivers(stack, root))
 
 
-def _waived(waivers: Iterable[Waiver], rule_id: str, owner: Owner, today: dt.date) -> bool:
-    return any(w.covers(rule_id, owner.name) and w.active(today) for w in waivers)
+def _waived(waivers: Iterable[Waiver], rule_id: str, owner: Owner, resource: str, message: str,
+            today: dt.date) -> bool:
+    """Whether an active waiver was approved for this very finding (its fingerprint)."""
+    found = fingerprint(rule_id, owner, resource, message)
+    return any(w.covers(rule_id, owner.name) and w.active(today) and w.binds(found) for w in waivers)
+
+
+def stack_settings(root: Path, stack: str | None) -> Mapping[str, Any] | None:
+    """The stack's config keys outside the project's namespace, with their values: from ``PULUMI_CONFIG``
+    (what ``pulumi up`` runs with, whatever file or environment it came from), else from the stack file;
+    None when neither is there. Values are compared, never shown."""
+    raw = os.environ.get("PULUMI_CONFIG")
+    config: Mapping[str, Any] | None = None
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            parsed = None
+        config = parsed if isinstance(parsed, dict) else None
+    elif stack is not None and (root / f"Pulumi.{stack}.yaml").is_file():
+        config = read_stackfile(root / f"Pulumi.{stack}.yaml").config
+    if config is None:
+        return None
+    return {k: v for k, v in config.items() if isinstance(k, str) and not k.startswith(f"{NAMESPACE}:")}
 
 
 def _text(rule: Rule, owner: Owner, resource: str, resource_type: str, message: str) -> str:
     return Finding(rule, "mandatory", owner, resource, resource_type, message, ()).text
 
 
-def _settings(rule: Rule, config: Mapping[str, Any]) -> RuleSettings:
-    # CrossGuard applies the enforcement level itself; only the parameters are ours to read.
-    return RuleSettings(rule.enforcement, parameters(rule, plain(config), source="policy pack config"))
+def _settings(rule: Rule, config: Mapping[str, Any], profile: RuleSettings) -> RuleSettings:
+    """The rule's parameters: the stack's pack config's, then what ``--policy-pack-config`` sets. CrossGuard
+    applies the enforcement level itself."""
+    given = plain(config)
+    explicit = parameters(rule, given, source="policy pack config")
+    return RuleSettings(profile.enforcement, MappingProxyType({**profile.params,
+                                                               **{k: explicit[k] for k in given}}))
 
 
-def _schema(rule: Rule) -> PolicyConfigSchema | None:
+def _schema(rule: Rule, profile: RuleSettings) -> PolicyConfigSchema | None:
     if not rule.parameters:
         return None
     properties: dict[str, dict[str, Any]] = {}
-    for name, default in rule.parameters.items():
+    for name, default in profile.params.items():
         if isinstance(default, tuple):
             properties[name] = {"type": "array", "items": {"type": "string"}, "default": list(default)}
         else:
@@ -167,12 +225,12 @@ def _schema(rule: Rule) -> PolicyConfigSchema | None:
     return PolicyConfigSchema(properties=properties)
 
 
-def _metadata(rule: Rule) -> dict[str, Any]:
+def _metadata(rule: Rule, profile: RuleSettings) -> dict[str, Any]:
     return {
         "name": rule.id,
         "description": rule.title,
-        "enforcement_level": EnforcementLevel(rule.enforcement),
-        "config_schema": _schema(rule),
+        "enforcement_level": EnforcementLevel(profile.enforcement),
+        "config_schema": _schema(rule, profile),
         "severity": Severity(rule.severity),
         "remediation_steps": rule.remediation,
         "url": rule.reference,
@@ -191,7 +249,9 @@ def _owner(urn: str, parent_urn: str | None) -> Owner:
     return Owner("resource", own_name)
 
 
-def _resource_validator(rule: Rule, root: Path) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+def _resource_validator(
+    rule: Rule, root: Path, profile: RuleSettings
+) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         if rule.kind == "run":
             if args.resource_type != RUN_TYPE:
@@ -203,24 +263,30 @@ def _resource_validator(rule: Rule, root: Path) -> Callable[[ResourceValidationA
             return
         today = dt.date.today()
         owner = _owner(args.urn, getattr(args.opts, "parent", None))
-        if _waived(_all_waivers(_stack_name(args.urn), root), rule.id, owner, today):
-            return  # reported by policy-waived-findings
-        for message in rule.evaluate(subject, _settings(rule, args.get_config()).params, today):
-            report_violation(_text(rule, owner, args.name, args.resource_type, message), None)
+        waivers = _all_waivers(_stack_name(args.urn), root)
+        for message in rule.evaluate(subject, _settings(rule, args.get_config(), profile).params, today):
+            if not _waived(waivers, rule.id, owner, args.name, message, today):  # else: policy-waived-findings
+                report_violation(_text(rule, owner, args.name, args.resource_type, message), None)
 
     return validate
 
 
-def stack_from_args(args: StackValidationArgs) -> tuple[Stack, dict[int, str]]:
-    """The planned stack of a stack validation, and each wire resource's URN (by ``id()``)."""
+def stack_from_args(args: StackValidationArgs, root: Path | None = None) -> tuple[Stack, dict[int, str]]:
+    """The planned stack of a stack validation, and each wire resource's URN (by ``id()``); with ``root``,
+    the stack's provider and engine settings too (:func:`stack_settings`)."""
     resources, urns = [], {}
     for r in args.resources:
         parent = (r.parent.resource_type, r.parent.name) if r.parent is not None else None
         wire = wire_resource(r.resource_type, r.name, r.props, parent, r.opts)
+        # What the engine waits for before creating it, as the offline plan records it (policies.graph).
+        waits = sorted({(d.resource_type, d.name) for d in getattr(r, "dependencies", None) or []})
+        if waits:
+            wire["options"]["dependsOn"] = [{"type": t, "name": n} for t, n in waits]
         resources.append(wire)
         urns[id(wire)] = r.urn
     runs = [ResolvedRun.from_props(w["inputs"]) for w in resources if w["type"] == RUN_TYPE]
-    return Stack(resources, runs), urns
+    name = _stack_of(urns)
+    return Stack(resources, runs, name=name, settings=stack_settings(root, name) if root else None), urns
 
 
 def _urn_of(stack: Stack, urns: Mapping[int, str], subject: Any) -> str | None:
@@ -233,15 +299,17 @@ def _stack_of(urns: Mapping[int, str]) -> str | None:
     return _stack_name(next(iter(urns.values()))) if urns else None
 
 
-def _stack_validator(rule: Rule, root: Path) -> Callable[[StackValidationArgs, ReportViolation], None]:
+def _stack_validator(
+    rule: Rule, root: Path, profile: RuleSettings
+) -> Callable[[StackValidationArgs, ReportViolation], None]:
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        stack, urns = stack_from_args(args)
+        stack, urns = stack_from_args(args, root)
         today = dt.date.today()
         name = _stack_of(urns)
         waivers = _all_waivers(name, root) if name else ()
-        for violation in rule.evaluate(stack, _settings(rule, args.get_config()).params, today):
+        for violation in rule.evaluate(stack, _settings(rule, args.get_config(), profile).params, today):
             owner, resource, resource_type = describe(stack, violation.subject)
-            if not _waived(waivers, rule.id, owner, today):
+            if not _waived(waivers, rule.id, owner, resource, violation.message, today):
                 report_violation(_text(rule, owner, resource, resource_type, violation.message),
                                  _urn_of(stack, urns, violation.subject))
 
@@ -258,12 +326,12 @@ def _waiver_policies(root: Path) -> list[Policy]:
         severities = {r.id: r.severity for r in RULES}
         today = dt.date.today()
         try:
-            policy = _waiver_settings(root)
+            policy = _waiver_settings(root, name)
             own = _stack_waivers(name, root)
             check_references(own, rules=BY_ID.keys(), names=owners, file=f"Pulumi.{name}.yaml")
             check_governance(own, severities=severities, policy=policy, today=today, file=f"Pulumi.{name}.yaml")
             platform = policy.for_stack(name)
-            pack = {"file": DEFAULT_PATH.name, "where": f"{CONFIG_KEY}.waivers",
+            pack = {"file": pack_config_path(root, name).name, "where": f"{CONFIG_KEY}.waivers",
                     "indices": [i for i, w in enumerate(policy.waivers) if w.stack == name]}
             check_references(platform, rules=BY_ID.keys(), names=owners, **pack)  # type: ignore[arg-type]
             check_governance(platform, severities=severities, policy=policy, today=today, stack_file=False,
@@ -272,24 +340,37 @@ def _waiver_policies(root: Path) -> list[Policy]:
             report_violation(str(err), None)
 
     def report_waived(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        stack, urns = stack_from_args(args)
+        stack, urns = stack_from_args(args, root)
         name = _stack_of(urns)
         if name is None:
             return
         today = dt.date.today()
         waivers = _all_waivers(name, root)
-        # Every rule at its default parameters: the waived findings CrossGuard's own policies skipped.
-        settings = {r.id: RuleSettings(r.enforcement, r.parameters) for r in RULES}
+        # Every rule at the stack's pack config's parameters: the waived findings CrossGuard's policies skipped.
+        settings = _profile(root, name)
+        stale: dict[int, tuple[Waiver, str]] = {}
+        bound: set[int] = set()
         for rule, subject, message in violations(stack, settings, today):
             owner, resource, resource_type = describe(stack, subject)
+            found = fingerprint(rule.id, owner, resource, message)
+            text = _text(rule, owner, resource, resource_type, message)
             for waiver in waivers:
-                if waiver.covers(rule.id, owner.name) and waiver.active(today):
-                    report_violation(
-                        f"[{rule.id}] waived in the {waiver.origin} ({waiver.reason}, until {waiver.expires}): "
-                        f"{_text(rule, owner, resource, resource_type, message)}",
-                        _urn_of(stack, urns, subject),
-                    )
-                    break
+                if not (waiver.covers(rule.id, owner.name) and waiver.active(today)):
+                    continue
+                if not waiver.binds(found):
+                    stale.setdefault(id(waiver), (waiver, f"{text} (fingerprint {found})"))
+                    continue
+                bound.add(id(waiver))
+                report_violation(
+                    f"[{rule.id}] waived in the {waiver.origin} ({waiver.reason}, until {waiver.expires}): {text}",
+                    _urn_of(stack, urns, subject),
+                )
+                break
+        for key, (waiver, text) in stale.items():
+            if key not in bound:
+                report_violation(f"[{waiver.rule}] stale waiver in the {waiver.origin}, not applied: it was approved "
+                                 f"for finding {waiver.fingerprint or '(no fingerprint)'}, and the finding is now: "
+                                 f"{text}", None)
 
     return [
         StackValidationPolicy(
@@ -318,12 +399,18 @@ def _waiver_policies(root: Path) -> list[Policy]:
     ]
 
 
-def policies(root: Path = PROJECT_ROOT) -> list[Policy]:
-    """Every rule as a CrossGuard policy, plus the two waiver policies; ``root`` holds the stack files."""
+def policies(root: Path = PROJECT_ROOT, stack: str | None = None) -> list[Policy]:
+    """Every rule as a CrossGuard policy, plus the two waiver policies; ``root`` holds the stack files and
+    the pack configs. Each policy's enforcement level and parameter defaults are those of ``stack``'s pack
+    config (default: the stack Pulumi started the pack for, :func:`pack_stack`)."""
+    profile = _profile(root, stack or pack_stack())
     out: list[Policy] = []
     for rule in RULES:
+        setting = profile[rule.id]
         if rule.kind == "stack":
-            out.append(StackValidationPolicy(validate=_stack_validator(rule, root), **_metadata(rule)))
+            out.append(StackValidationPolicy(validate=_stack_validator(rule, root, setting),
+                                             **_metadata(rule, setting)))
         else:
-            out.append(ResourceValidationPolicy(validate=_resource_validator(rule, root), **_metadata(rule)))
+            out.append(ResourceValidationPolicy(validate=_resource_validator(rule, root, setting),
+                                                **_metadata(rule, setting)))
     return out + _waiver_policies(root)

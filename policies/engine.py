@@ -9,20 +9,31 @@ same way on every machine; nothing depends on time except which waivers have exp
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from infra.prices import PriceTable
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model import NAMESPACE
 from model.config import StackConfig
+from model.pipelines import job_parts, qualified
+from model.runs import Run
 from model.waivers import PlatformWaiver, Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
 from policies.rule import SEVERITIES, Rule, Violation
 from policies.stack import Owner, Stack
-from policies.waivers import CONFIG_KEY, check_governance, check_references
+from policies.waivers import (
+    CONFIG_KEY,
+    Locate,
+    check_governance,
+    check_references,
+    governance_problems,
+    raise_all,
+    reference_problems,
+)
 from policies.waivers import settings as waiver_settings
 
 Level = Literal["error", "warning", "note"]
@@ -67,6 +78,11 @@ class Finding:
     def text(self) -> str:
         return f"{self.subject}: {self.message}"
 
+    @property
+    def fingerprint(self) -> str:
+        """What a waiver binds to (:func:`fingerprint`); also SARIF's ``partialFingerprints``."""
+        return fingerprint(self.rule.id, self.owner, self.resource, self.message)
+
     def sort_key(self) -> tuple[Any, ...]:
         return (
             self.waived,
@@ -77,6 +93,36 @@ class Finding:
             self.resource,
             self.message,
         )
+
+
+def fingerprint(rule_id: str, owner: Owner, resource: str, message: str) -> str:
+    """32 hex digits naming one finding: its rule, the declared thing and resource it is about, and its
+    message, which states the evidence (``keeps 1 Standard_ND96isr_H200_v5 node(s) running``). The same in the
+    offline gate and in CrossGuard; a change to the evidence is a new fingerprint."""
+    key = "\0".join((rule_id, owner.kind, owner.name, resource, message))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class StaleWaiver:
+    """A waiver for a rule and thing that has a finding, but not the finding it was approved for."""
+
+    index: int | None
+    """Its index in the stack file's waivers (None: the pack config's)."""
+    waiver: Waiver
+    finding: Finding
+
+    @property
+    def why(self) -> str:
+        """What changed, and how to re-approve."""
+        if self.waiver.fingerprint is None:
+            what = "names no fingerprint, so it cannot say which finding was approved"
+        else:
+            what = (f"was approved for finding {self.waiver.fingerprint}, and the finding is now "
+                    f"{self.finding.fingerprint} (its evidence changed)")
+        return (f"waiver of {self.waiver.rule} for {self.waiver.resource!r} ({self.waiver.origin}) {what}: not "
+                f"applied. Review the finding ({self.finding.message}); to approve it, set the waiver's fingerprint to "
+                f"{self.finding.fingerprint}")
 
 
 @dataclass(frozen=True)
@@ -92,6 +138,9 @@ class Report:
     """Active waivers that matched no finding (candidates for removal)."""
     platform_waivers: tuple[PlatformWaiver, ...] = ()
     """The pack config's waivers for this stack (``policy-waivers.waivers``)."""
+    stale_waivers: tuple[StaleWaiver, ...] = ()
+    """Active waivers whose rule and thing have a finding, but not the one they were approved for (their
+    fingerprint differs or is missing): not applied, listed with the fingerprint to approve."""
 
     @property
     def waivers(self) -> tuple[Waiver, ...]:
@@ -152,6 +201,11 @@ class _Locator:
         for section, kind in (("clusters", "cluster"), ("environments", "environment"), ("jobs", "run")):
             for i, item in enumerate(getattr(config, section)):
                 self._paths[Owner(kind, item.name)] = (f"{NAMESPACE}:{section}", i)  # type: ignore[arg-type]
+        for i, job in enumerate(config.jobs):
+            if not isinstance(job, Run):  # a pipeline or sweep, and each run inside it
+                self._paths[Owner(job.type, job.name)] = (f"{NAMESPACE}:jobs", i)
+                self._paths.update({Owner("run", qualified(job.name, part)): (f"{NAMESPACE}:jobs", i, *below)
+                                    for part, below in job_parts(job)})
 
     @property
     def names(self) -> set[str]:
@@ -199,6 +253,8 @@ def evaluate(
     source: str | None = None,
     stack_name: str | None = None,
     prices: PriceTable | None = None,
+    stack_settings: Mapping[str, Any] | None = None,
+    locate: Locate | None = None,
 ) -> Report:
     """Evaluate every rule on a planned stack.
 
@@ -207,23 +263,27 @@ def evaluate(
     ``pack_config``: CrossGuard-shaped per-rule settings (see :mod:`policies.packconfig`); ``today``:
     the date waivers expire against (default: today); ``source``: the stack file's name, used in
     error messages; ``stack_name``: which of the pack config's waivers (``policy-waivers.waivers``) are
-    this stack's; ``prices``: the pricing table for budget rules (default: the shipped one).
+    this stack's; ``prices``: the pricing table for budget rules (default: the shipped one); ``stack_settings``:
+    the stack file's config keys outside the project's namespace, with their values (:attr:`Stack.settings`);
+    ``locate``: positions in the stack file, for the waivers' problems.
 
-    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``,
-    for a waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``), and for
-    a waiver the pack config's governance refuses (:func:`policies.waivers.check_governance`: a
+    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``, and,
+    all at once, for every waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``)
+    or that the pack config's governance refuses (:func:`policies.waivers.check_governance`: a
     critical rule waived in a stack file, an expiry too far ahead).
     """
     today = today or dt.date.today()
     settings = resolve(pack_config)
     policy = waiver_settings(pack_config)
-    stack = Stack(resources, runs, prices)
+    stack = Stack(resources, runs, prices, name=stack_name, settings=stack_settings)
     locator = _Locator(config)
     owners = {stack.owner(r).name for r in stack.resources}
     names = locator.names | owners
     severities = {r.id: r.severity for r in RULES}
-    check_references(config.waivers, rules=BY_ID.keys(), names=names, file=source)
-    check_governance(config.waivers, severities=severities, policy=policy, today=today, file=source)
+    # Every waiver problem of the stack file at once, each at its line.
+    problems = reference_problems(config.waivers, rules=BY_ID.keys(), names=names, locate=locate)
+    problems += governance_problems(config.waivers, severities=severities, policy=policy, today=today, locate=locate)
+    raise_all(problems, source)
     platform = policy.for_stack(stack_name)
     # Keys name the pack config's list, which holds every stack's waivers: index this stack's within it.
     indices = [i for i, w in enumerate(policy.waivers) if w.stack == stack_name]
@@ -237,11 +297,12 @@ def evaluate(
 
     used: set[int] = set()
     findings = []
+    unbound: dict[int, tuple[int | None, Waiver, Finding]] = {}
+    """Waivers covering a finding's rule and thing without binding to it, by id, with the first such finding."""
+    bound: set[int] = set()
     for rule, subject, message in violations(stack, settings, today):
         owner, resource, resource_type = describe(stack, subject)
-        matching = [(i, w) for i, w in candidates if w.covers(rule.id, owner.name) and w.active(today)]
-        used.update(i for i, _ in matching[:1] if i is not None)
-        findings.append(Finding(
+        finding = Finding(
             rule=rule,
             enforcement=settings[rule.id].enforcement,  # type: ignore[arg-type]
             owner=owner,
@@ -249,11 +310,20 @@ def evaluate(
             resource_type=resource_type,
             message=message,
             location=locator.path(owner, rule),
-            waiver=matching[0][1] if matching else None,
-        ))
+        )
+        covering = [(i, w) for i, w in candidates if w.covers(rule.id, owner.name) and w.active(today)]
+        matching = [(i, w) for i, w in covering if w.binds(finding.fingerprint)]
+        for i, w in covering:
+            unbound.setdefault(id(w), (i, w, finding))
+        bound.update(id(w) for _, w in matching[:1])
+        used.update(i for i, _ in matching[:1] if i is not None)
+        findings.append(replace(finding, waiver=matching[0][1]) if matching else finding)
     findings.sort(key=Finding.sort_key)
+    stale = tuple(StaleWaiver(i, w, f) for key, (i, w, f) in unbound.items() if key not in bound)
+    stale_ids = {id(s.waiver) for s in stale}
     expired = tuple((i, w) for i, w in enumerate(config.waivers) if not w.active(today))
-    unused = tuple((i, w) for i, w in enumerate(config.waivers) if w.active(today) and i not in used)
+    unused = tuple((i, w) for i, w in enumerate(config.waivers)
+                   if w.active(today) and i not in used and id(w) not in stale_ids)
     return Report(tuple(findings), settings, expired, unused, platform_waivers=platform,
-                  stack_waivers=tuple(config.waivers))
+                  stack_waivers=tuple(config.waivers), stale_waivers=stale)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from infra import bounded
 from model.errors import ConfigError
 from policies.catalogue import BY_ID
 from policies.rule import ENFORCEMENTS, Enforcement, Rule
@@ -55,6 +56,13 @@ def default_path(root: Path, stack: str) -> Path:
     a stack file cannot choose a laxer gate for itself."""
     per_stack = root / DEFAULT_PATH.with_name(f"config.{stack}.json")
     return per_stack if per_stack.is_file() else root / DEFAULT_PATH
+
+
+def for_stack(root: Path, stack: str, given: Path | None = None) -> dict[str, Any] | None:
+    """The pack config a stack's gate uses: ``given`` (``--policy-config``), else :func:`default_path` when that
+    file exists, else none (every rule at its default)."""
+    path = given or default_path(root, stack)
+    return load(path) if given is not None or path.is_file() else None
 
 
 @dataclass(frozen=True)
@@ -141,11 +149,13 @@ def parameters(rule: Rule, values: Mapping[str, Any], *, source: str) -> Mapping
 def load(path: Path) -> dict[str, Any]:
     """Read a pack config JSON file (the ``--policy-pack-config`` file CrossGuard takes)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(bounded.decode(bounded.read_bytes(path, bounded.JSON_FILE_BYTES, "a pack config")))
     except FileNotFoundError:
         raise ConfigError("policy pack config not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read policy pack config: {err}", file=str(path)) from None
+    except OSError as err:
+        raise ConfigError(f"cannot read policy pack config: {err.strerror or err}", file=str(path)) from None
+    except bounded.BoundedInputError as err:
+        raise ConfigError(str(err), file=path.name) from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"not valid JSON: {err.msg}", file=path.name, key=f"line {err.lineno}") from None
     except RecursionError:  # [[[[...]]]] deeper than the interpreter's stack

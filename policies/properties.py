@@ -29,8 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from infra import bounded
 from policies.rule import Enforcement, Rule, Severity
 from policies.wire import get, is_false, is_true, known, same
 
@@ -145,5 +144,5 @@ def rule_from_row(row: Mapping[str, Any]) -> Rule:
 @cache
 def table_rules() -> tuple[Rule, ...]:
     """Every row of :data:`TABLE` as a rule, in file order."""
-    rows: Sequence[Mapping[str, Any]] = yaml.safe_load(TABLE.read_text(encoding="utf-8"))["rules"]
+    rows: Sequence[Mapping[str, Any]] = bounded.load_file(TABLE, bounded.DATA_TABLE)["rules"]
     return tuple(rule_from_row(row) for row in rows)

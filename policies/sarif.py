@@ -9,7 +9,6 @@ notifications. No timestamps, ids or absolute paths: the same plan gives the sam
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -62,11 +61,6 @@ def _rule_descriptor(rule: Rule, report: Report) -> dict[str, Any]:
     }
 
 
-def _fingerprint(finding: Finding) -> str:
-    key = "\0".join((finding.rule.id, finding.owner.kind, finding.owner.name, finding.resource, finding.message))
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
 def _location(uri: str, line: int, finding: Finding | None = None) -> dict[str, Any]:
     location: dict[str, Any] = {
         "physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": max(1, line)}},
@@ -87,7 +81,7 @@ def _result(finding: Finding, index: int, uri: str, line_of: Callable[[tuple[Any
         "level": finding.level,
         "message": {"text": finding.text},
         "locations": [_location(uri, line_of(finding.location), finding)],
-        "partialFingerprints": {"amlgpuFinding/v1": _fingerprint(finding)},
+        "partialFingerprints": {"amlgpuFinding/v1": finding.fingerprint},
         "properties": {
             "severity": finding.rule.severity,
             "enforcement": finding.enforcement,
@@ -118,6 +112,15 @@ def to_sarif(report: Report, stackfile_name: str, line_of: Callable[[tuple[Any, 
             "locations": [_location(stackfile_name, line_of(("aml-gpu-training:waivers", i)))],
         }
         for i, w in report.expired_waivers
+    ] + [
+        {
+            "level": "warning",
+            "descriptor": {"id": "stale-waiver"},
+            "message": {"text": stale.why},
+            "locations": [_location(stackfile_name, line_of(("aml-gpu-training:waivers", stale.index))
+                                    if stale.index is not None else 1)],
+        }
+        for stale in report.stale_waivers
     ]
     invocation: dict[str, Any] = {"executionSuccessful": True}
     if notifications:

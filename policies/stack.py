@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE, ResolvedComposite
 from jobs.resolved import RUN_TYPE, ResolvedRun
+from policies.graph import DependencyGraph
 
 if TYPE_CHECKING:
     from infra.prices import PriceTable
 
-OwnerKind = Literal["workspace", "network", "cluster", "image-build-compute", "environment", "run", "resource"]
+OwnerKind = Literal[
+    "workspace", "network", "cluster", "image-build-compute", "environment", "run", "pipeline", "sweep", "resource"
+]
 
 WORKSPACE_TYPE = "aml-gpu-training:infra:Workspace"
 COMPONENT_KINDS: Mapping[str, OwnerKind] = {
@@ -28,6 +32,8 @@ COMPONENT_KINDS: Mapping[str, OwnerKind] = {
     "aml-gpu-training:infra:ImageBuilder": "image-build-compute",
     "aml-gpu-training:infra:Environment": "environment",
     RUN_TYPE: "run",
+    PIPELINE_TYPE: "pipeline",
+    SWEEP_TYPE: "sweep",
 }
 """Components named after a declared thing, and what kind of thing that is."""
 
@@ -47,12 +53,18 @@ class Stack:
     """A planned stack: resources (wire shape, as the provider receives them) and the resolved runs."""
 
     def __init__(
-        self, resources: Iterable[Mapping[str, Any]], runs: Iterable[ResolvedRun], prices: PriceTable | None = None
+        self, resources: Iterable[Mapping[str, Any]], runs: Iterable[ResolvedRun], prices: PriceTable | None = None,
+        name: str | None = None, settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.resources: tuple[Mapping[str, Any], ...] = tuple(resources)
         self.runs: tuple[ResolvedRun, ...] = tuple(runs)
         self.prices = prices
         """The pricing table budget rules use (None: the shipped ``infra/prices.json``)."""
+        self.name = name
+        """The stack's name (``dev``), for pack-config settings that name stacks; None when unknown."""
+        self.settings: Mapping[str, Any] | None = settings
+        """The stack's config keys outside the project's namespace (``azure-native:subscriptionId``,
+        ``pulumi:tags``...) with their values (encrypted ones as ``[secret]``); None when unknown."""
 
     @cached_property
     def _by_name(self) -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -62,6 +74,11 @@ class Stack:
     def of_type(self, *tokens: str) -> list[Mapping[str, Any]]:
         """Resources of any of the given type tokens, in plan order."""
         return [r for r in self.resources if r["type"] in tokens]
+
+    @cached_property
+    def graph(self) -> DependencyGraph:
+        """What each resource waits for before ``pulumi up`` creates it (:mod:`policies.graph`)."""
+        return DependencyGraph(self.resources)
 
     @cached_property
     def workspace_owner(self) -> Owner | None:
@@ -82,6 +99,15 @@ class Stack:
             parent = current.get("parent")
             current = self._by_name.get((current.get("parentType", ""), parent)) if parent else None
         return Owner("resource", resource["name"])
+
+    @cached_property
+    def composites(self) -> tuple[tuple[Mapping[str, Any], ResolvedComposite], ...]:
+        """Each planned pipeline and sweep: its component (wire shape) and what it carries."""
+        return tuple((r, ResolvedComposite.from_props(r["inputs"])) for r in self.of_type(PIPELINE_TYPE, SWEEP_TYPE))
+
+    def runs_of(self, job: str) -> list[ResolvedRun]:
+        """The runs of pipeline or sweep ``job`` (its steps, its trial), in plan order."""
+        return [run for run in self.runs if run.part_of == job]
 
     def run_resource(self, run: ResolvedRun) -> Mapping[str, Any] | None:
         """The ``DistributedRun`` component that carries ``run`` (None when the plan has none)."""

@@ -8,13 +8,15 @@ from collections.abc import Sequence
 
 from model.waivers import Waiver
 from policies.engine import Finding, Report
+from policies.markdown import code
+from policies.markdown import text as markdown_text
 from policies.rule import SEVERITIES
 from policies.waivers import changed
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
+def _cell(value: str) -> str:
+    """Free text (from the stack file, often) safe inside a Markdown table cell: :func:`policies.markdown.text`."""
+    return markdown_text(value)
 
 
 def _rule_link(finding: Finding) -> str:
@@ -28,8 +30,8 @@ def _subject(finding: Finding) -> str:
 def _verdict(report: Report, stack: str) -> str:
     if report.mandatory_failures:
         n = report.mandatory_failures
-        return f"## ❌ Policy check failed for stack `{stack}`: {n} mandatory finding{'s' if n != 1 else ''}"
-    return f"## ✅ Policy check passed for stack `{stack}`: no mandatory finding"
+        return f"## ❌ Policy check failed for stack {code(stack)}: {n} mandatory finding{'s' if n != 1 else ''}"
+    return f"## ✅ Policy check passed for stack {code(stack)}: no mandatory finding"
 
 
 def _plural(n: int, word: str) -> str:
@@ -41,10 +43,13 @@ def waiver_lines(report: Report, base_waivers: Sequence[Waiver] | None = None) -
     and changed ones; without, every waiver in effect. Each says what it waives, until when, and where
     it was granted: "this change waives 1 high finding until 2026-07-31 (new, stack file): ..."."""
     marks = changed(base_waivers, report.waivers)
+    expired = [w for _, w in report.expired_waivers]
     out = []
     for waiver in report.waivers:
         if base_waivers is not None and waiver.key() not in marks:
             continue
+        if base_waivers is None and any(waiver is w for w in expired):
+            continue  # no longer in effect: listed under "Expired waivers"
         excused = [f for f in report.findings if f.waiver is waiver]
         by_severity = [(s, sum(1 for f in excused if f.rule.severity == s)) for s in SEVERITIES]
         what = ", ".join(_plural(n, f"{s} finding") for s, n in by_severity if n) or "no finding (yet)"
@@ -52,7 +57,7 @@ def waiver_lines(report: Report, base_waivers: Sequence[Waiver] | None = None) -
         status = f"{marks[waiver.key()]}, " if marks else ""
         out.append(
             f"- ⚠️ {subject} **{what} until {waiver.expires.isoformat()}** ({status}{waiver.origin}): "
-            f"`{waiver.rule}` for `{_cell(waiver.resource)}`: {_cell(waiver.reason)}"
+            f"{code(waiver.rule)} for {code(waiver.resource)}: {_cell(waiver.reason)}"
         )
     return out
 
@@ -88,8 +93,8 @@ def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | Non
         for f in open_findings:
             mark = "❌ mandatory" if f.enforcement == "mandatory" else "⚠️ advisory"
             lines.append(
-                f"| {mark} | {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)} "
-                f"| {_cell(f.rule.remediation)} |"
+                f"| {mark} | {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)}"
+                f"<br>fingerprint `{f.fingerprint}` | {_cell(f.rule.remediation)} |"
             )
     waived = [f for f in report.findings if f.waived]
     if waived:
@@ -102,14 +107,24 @@ def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | Non
                 f"| {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)} "
                 f"| {_cell(f.waiver.reason)} | {expires} |"
             )
+    if report.stale_waivers:
+        lines += ["", "### Stale waivers (not applied: what they were approved for has changed)", ""]
+        for stale in report.stale_waivers:
+            where = f"`waivers[{stale.index}]`" if stale.index is not None else "pack config"
+            approved = f"approved for `{stale.waiver.fingerprint}`" if stale.waiver.fingerprint else "no fingerprint"
+            lines.append(
+                f"- {where}: {code(stale.waiver.rule)} for {code(stale.waiver.resource)}, {approved}; the finding is "
+                f"now `{stale.finding.fingerprint}`: {_cell(stale.finding.message)}. After review, approve it again "
+                f"with `fingerprint: {stale.finding.fingerprint}`"
+            )
     if report.expired_waivers:
         lines += ["", "### Expired waivers (no longer applied)", ""]
         lines += [
-            f"- `waivers[{i}]`: `{w.rule}` for `{w.resource}` expired on {w.expires}: {_cell(w.reason)}"
+            f"- `waivers[{i}]`: {code(w.rule)} for {code(w.resource)} expired on {w.expires}: {_cell(w.reason)}"
             for i, w in report.expired_waivers
         ]
     if report.unused_waivers:
         lines += ["", "### Unused waivers (nothing to excuse: remove them)", ""]
-        lines += [f"- `waivers[{i}]`: `{w.rule}` for `{w.resource}`" for i, w in report.unused_waivers]
+        lines += [f"- `waivers[{i}]`: {code(w.rule)} for {code(w.resource)}" for i, w in report.unused_waivers]
     lines += ["", "Rules and their rationale: `docs/policies.md` (`amlgpu policy list`)."]
     return "\n".join(lines) + "\n"

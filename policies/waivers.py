@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from model import NAMESPACE
-from model.errors import ConfigError
+from model.errors import ConfigError, Problem
 from model.waivers import PlatformWaiver, Waiver
 
 CONFIG_KEY = "policy-waivers"
@@ -90,67 +90,100 @@ def settings(pack_config: Mapping[str, Any] | None, *, source: str = "policy pac
     return WaiverSettings(max_days, stack_file, tuple(waivers))
 
 
-def _hint(value: str, known: Collection[str]) -> str:
+def _hint(value: str, known: Collection[str], *, listing: str | None = None) -> str:
+    """A did-you-mean, else the known values (or ``listing``, where to see them, when given)."""
     close = difflib.get_close_matches(value, sorted(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known)) or 'none'}"
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; {listing}" if listing else f"; known: {', '.join(sorted(known)) or 'none'}"
+
+
+Locate = Callable[[tuple[str | int, ...]], tuple[int, int]]
+"""``(line, column)`` of a path in the stack file ((0, 0) when unknown): ``StackFile.position_of``."""
+
+
+def _problem(where: str, i: int, field: str | None, message: str, locate: Locate | None) -> Problem:
+    key = f"{where}[{i}]" + (f".{field}" if field else "")
+    path: tuple[str | int, ...] = (where, i, field) if field else (where, i)
+    line, column = locate(path) if locate else (0, 0)
+    return Problem(key, message, line, column)
+
+
+def raise_all(problems: list[Problem], file: str | None) -> None:
+    """One :class:`~model.errors.ConfigError` holding ``problems`` in file order (none: nothing raised)."""
+    if problems:
+        raise ConfigError(file=file, problems=problems)
+
+
+def reference_problems(
+    waivers: Sequence[Waiver], *, rules: Collection[str], names: Collection[str] | None,
+    where: str = f"{NAMESPACE}:waivers", indices: Sequence[int] | None = None, locate: Locate | None = None,
+) -> list[Problem]:
+    """Every waiver naming an unknown rule or (``names`` given) an undeclared resource, as problems at key
+    ``<where>[i].rule`` / ``.resource``. ``indices``: each waiver's index in the list ``where`` names
+    (default: its position in ``waivers``); ``locate``: positions in the stack file."""
+    found = []
+    for i, waiver in zip(indices or range(len(waivers)), waivers, strict=True):
+        if waiver.rule not in rules:
+            found.append(_problem(where, i, "rule", f"unknown rule {waiver.rule!r}"
+                                  f"{_hint(waiver.rule, rules, listing='`amlgpu policy list` shows every rule')}",
+                                  locate))
+        if names is not None and waiver.resource not in names:
+            found.append(_problem(where, i, "resource", f"no resource or run is declared as {waiver.resource!r}"
+                                  f"{_hint(waiver.resource, names)}", locate))
+    return found
 
 
 def check_references(
     waivers: Sequence[Waiver], *, rules: Collection[str], names: Collection[str], file: str | None = None,
-    where: str = f"{NAMESPACE}:waivers", indices: Sequence[int] | None = None,
+    where: str = f"{NAMESPACE}:waivers", indices: Sequence[int] | None = None, locate: Locate | None = None,
 ) -> None:
-    """Raise :class:`~model.errors.ConfigError` (key ``<where>[i].rule`` or ``.resource``) for the first
-    waiver naming an unknown rule or an undeclared resource. ``indices``: each waiver's index in the
-    list ``where`` names (default: its position in ``waivers``)."""
+    """Raise :class:`~model.errors.ConfigError` holding every :func:`reference_problems`."""
+    raise_all(reference_problems(waivers, rules=rules, names=names, where=where, indices=indices, locate=locate),
+               file)
+
+
+def governance_problems(
+    waivers: Sequence[Waiver], *, severities: Mapping[str, str], policy: WaiverSettings, today: dt.date,
+    where: str = f"{NAMESPACE}:waivers", stack_file: bool = True, indices: Sequence[int] | None = None,
+    locate: Locate | None = None,
+) -> list[Problem]:
+    """Every waiver the pack config does not allow: (stack files only) any waiver where ``stack_file`` is
+    ``none``, or one of a critical rule; any waiver expiring more than ``max_days`` after ``today``.
+    ``severities`` maps rule ids to severities; ``indices`` and ``locate`` as for :func:`reference_problems`."""
+    found = []
     for i, waiver in zip(indices or range(len(waivers)), waivers, strict=True):
-        key = f"{where}[{i}]"
-        if waiver.rule not in rules:
-            message = f"unknown rule {waiver.rule!r}{_hint(waiver.rule, rules)}"
-            raise ConfigError(message, file=file, key=f"{key}.rule")
-        if waiver.resource not in names:
-            raise ConfigError(
-                f"no resource or run is declared as {waiver.resource!r}{_hint(waiver.resource, names)}",
-                file=file,
-                key=f"{key}.resource",
-            )
+        if stack_file and policy.stack_file == "none":
+            found.append(_problem(where, i, None, (
+                "this project takes no waivers from stack files (policy-waivers.stack_file is 'none' in the pack "
+                "config): ask the platform owners for a waiver in the pack config (docs/policies.md)"), locate))
+            continue
+        if stack_file and severities.get(waiver.rule) == "critical":
+            found.append(_problem(where, i, "rule", (
+                f"rule {waiver.rule} is critical: a stack file cannot waive it. Fix the finding, or ask the "
+                "platform owners for a waiver in the pack config's policy-waivers (docs/policies.md)"), locate))
+        ahead = (waiver.expires - today).days
+        if ahead > policy.max_days:
+            found.append(_problem(where, i, "expires", (
+                f"expires {waiver.expires.isoformat()} is {ahead} days ahead; a waiver may run at most "
+                f"{policy.max_days} days (policy-waivers.max_days in the pack config): pick a date on or before "
+                f"{(today + dt.timedelta(days=policy.max_days)).isoformat()} and renew it when it runs out"), locate))
+    return found
 
 
 def check_governance(
     waivers: Sequence[Waiver], *, severities: Mapping[str, str], policy: WaiverSettings, today: dt.date,
     file: str | None = None, where: str = f"{NAMESPACE}:waivers", stack_file: bool = True,
-    indices: Sequence[int] | None = None,
+    indices: Sequence[int] | None = None, locate: Locate | None = None,
 ) -> None:
-    """Raise :class:`~model.errors.ConfigError` for the first waiver the pack config does not allow:
-    (stack files only) any waiver where ``stack_file`` is ``none``, or one of a critical rule; any
-    waiver expiring more than ``max_days`` after ``today``. ``severities`` maps rule ids to severities;
-    ``indices`` as for :func:`check_references`."""
-    for i, waiver in zip(indices or range(len(waivers)), waivers, strict=True):
-        key = f"{where}[{i}]"
-        if stack_file and policy.stack_file == "none":
-            raise ConfigError(
-                "this project takes no waivers from stack files (policy-waivers.stack_file is 'none' in the pack "
-                "config): ask the platform owners for a waiver in the pack config (docs/policies.md)",
-                file=file, key=key,
-            )
-        if stack_file and severities.get(waiver.rule) == "critical":
-            raise ConfigError(
-                f"rule {waiver.rule} is critical: a stack file cannot waive it. Fix the finding, or ask the "
-                "platform owners for a waiver in the pack config's policy-waivers (docs/policies.md)",
-                file=file, key=f"{key}.rule",
-            )
-        ahead = (waiver.expires - today).days
-        if ahead > policy.max_days:
-            raise ConfigError(
-                f"expires {waiver.expires.isoformat()} is {ahead} days ahead; a waiver may run at most "
-                f"{policy.max_days} days (policy-waivers.max_days in the pack config): pick a date on or before "
-                f"{(today + dt.timedelta(days=policy.max_days)).isoformat()} and renew it when it runs out",
-                file=file, key=f"{key}.expires",
-            )
+    """Raise :class:`~model.errors.ConfigError` holding every :func:`governance_problems`."""
+    raise_all(governance_problems(waivers, severities=severities, policy=policy, today=today, where=where,
+                                   stack_file=stack_file, indices=indices, locate=locate), file)
 
 
 def changed(base: Sequence[Waiver] | None, head: Sequence[Waiver]) -> dict[tuple[str, str, str], str]:
     """``new`` or ``changed`` for each of ``head``'s waivers that ``base`` lacks or has otherwise
-    (reason or expiry); empty when ``base`` is None (no base to compare with)."""
+    (reason, expiry or fingerprint); empty when ``base`` is None (no base to compare with)."""
     if base is None:
         return {}
     before = {w.key(): w for w in base}
@@ -159,7 +192,7 @@ def changed(base: Sequence[Waiver] | None, head: Sequence[Waiver]) -> dict[tuple
         old = before.get(waiver.key())
         if old is None:
             out[waiver.key()] = "new"
-        elif (old.reason, old.expires) != (waiver.reason, waiver.expires):
+        elif (old.reason, old.expires, old.fingerprint) != (waiver.reason, waiver.expires, waiver.fingerprint):
             out[waiver.key()] = "changed"
     return out
 

@@ -24,6 +24,28 @@ ROOT = Path(__file__).resolve().parent.parent
 NS = "aml-gpu-training"
 
 
+SHIPPED_STACK_FILES = (
+    "Pulumi.dev.yaml",
+    "Pulumi.prod.yaml",
+    "examples/multi-team/Pulumi.nlp.yaml",
+    "examples/multi-team/Pulumi.research.yaml",
+    "examples/multi-team/Pulumi.vision.yaml",
+)
+"""The stack files the project ships, relative to its root. Tests enumerate these, never the folder: a reader
+who follows the quick start has a ``Pulumi.mine.yaml`` of their own beside them (tests/test_stack_files.py
+keeps this list equal to the git-tracked stack files)."""
+
+
+def shipped_stacks(folder: str = "") -> list[Path]:
+    """The shipped stack files in ``folder`` (default: the project root), sorted."""
+    return sorted(ROOT / name for name in SHIPPED_STACK_FILES if str(Path(name).parent) == (folder or "."))
+
+
+def shipped_stack_names(folder: str = "") -> list[str]:
+    """``dev``, ``prod``... of :func:`shipped_stacks`."""
+    return [p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in shipped_stacks(folder)]
+
+
 def dev_config() -> dict[str, Any]:
     """The shipped dev stack's config mapping (a fresh copy to mutate)."""
     return copy.deepcopy(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"])
@@ -102,8 +124,38 @@ def plan_variant(tmp_path: Path) -> Callable[[Callable[[dict[str, Any]], None]],
     return run
 
 
+@pytest.fixture
+def azure(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], Any]:
+    """Serve recorded ``routes`` (``tests/replay_http.py``) to every HTTP client of the process, no socket opening,
+    with ``AZURE_SUBSCRIPTION_ID`` set to the recorded workspace's; azure-ai-ml polls run history without waiting
+    (its own ``AZUREML_RUN_POLLING_INTERVAL_MIN``/``MAX`` settings, read when it is imported)."""
+    from azure.ai.ml.operations._run_history_constants import RunHistoryConstants
+
+    from tests.aml_workspace import SUBSCRIPTION
+    from tests.replay_http import Replay
+
+    monkeypatch.setattr(RunHistoryConstants, "_WAIT_COMPLETION_POLLING_INTERVAL_MIN", 0)
+    monkeypatch.setattr(RunHistoryConstants, "_WAIT_COMPLETION_POLLING_INTERVAL_MAX", 0)
+    monkeypatch.setenv("AZURE_SUBSCRIPTION_ID", SUBSCRIPTION)
+    return lambda routes: Replay(routes).install(monkeypatch)
+
+
 def only(plan: Plan, token: str, name: str | None = None) -> dict[str, Any]:
     """The one resource of ``token`` (and logical ``name``), as resources.json shows it."""
     found = [r.to_json() for r in plan.by_type(token) if name is None or r.name == name]
     assert len(found) == 1, f"expected one {token} {name or ''}, found {[r['name'] for r in found]}"
     return found[0]
+
+
+def waits(resource: Any) -> set[tuple[str, str]]:
+    """What a planned resource (a ``PlannedResource`` or its JSON) depends on, as (type, name) pairs."""
+    options = resource.options if hasattr(resource, "options") else resource.get("options") or {}
+    return {(d["type"], d["name"]) for d in options.get("dependsOn", [])}
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_secrets() -> None:
+    """Each test starts with no secret remembered (infra.secrets keeps them for the life of a process)."""
+    from infra import secrets
+
+    secrets.forget_all()

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
+from infra import bounded
 from infra.skus import lookup
 from jobs import render
 from jobs.launchers import LAUNCHERS
@@ -175,8 +176,8 @@ def test_fast_yaml_paths_read_and_write_the_generated_stack_as_pyyaml_does(tmp_p
     text = (project / "Pulumi.bench.yaml").read_text()
     lines: list[dict] = []
     documents = []
-    for loader in (stackfile._FastUniqueKeyLoader, stackfile._UniqueKeyLoader):
-        node, document = stackfile._parse(text, loader)
+    for loader in (bounded.FastUniqueKeyLoader, bounded.UniqueKeyLoader):
+        node, document = bounded._parse(text, loader)
         lines.append({})
         stackfile._index_lines(node, (), lines[-1], {})
         documents.append(document)

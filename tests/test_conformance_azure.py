@@ -33,7 +33,7 @@ import pytest
 
 from amlgpu.plan import run_program
 from model.stackfile import read
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shipped_stacks
 
 Resource = dict[str, Any]
 
@@ -41,7 +41,7 @@ STACKS = {
     "dev": ROOT / "Pulumi.dev.yaml",
     "prod": ROOT / "Pulumi.prod.yaml",
     **{f"multi-team/{p.stem.removeprefix('Pulumi.')}": p
-       for p in sorted((ROOT / "examples/multi-team").glob("Pulumi.*.yaml"))},
+       for p in shipped_stacks("examples/multi-team")},
 }
 
 # --------------------------------------------------------------------------------------------- names
@@ -75,6 +75,8 @@ NAME_RULES: dict[str, tuple[str, str, str]] = {
     "azure-native:network:VirtualNetwork": ("virtualNetworkName", _VNET_LIKE, "2-64"),
     "azure-native:network:Subnet": ("subnetName", _SUBNET_LIKE, "1-80"),
     "azure-native:network:NetworkSecurityGroup": ("networkSecurityGroupName", _SUBNET_LIKE, "1-80"),
+    "azure-native:network:NatGateway": ("natGatewayName", _SUBNET_LIKE, "1-80"),
+    "azure-native:network:PublicIPAddress": ("publicIpAddressName", _SUBNET_LIKE, "1-80"),
     "azure-native:network:PrivateEndpoint": ("privateEndpointName", _VNET_LIKE, "2-64"),
     "azure-native:network:PrivateDnsZoneGroup": ("privateDnsZoneGroupName", _SUBNET_LIKE, "1-80"),
     "azure-native:privatedns:PrivateZone": ("privateZoneName", _DNS, "a DNS name of two or more labels"),
@@ -352,9 +354,9 @@ def test_a_violation_fails(mutate: Mutation, expected: str) -> None:
 
 
 def test_an_unknown_resource_type_must_get_a_name_rule() -> None:
-    found = violations([{"type": "azure-native:network:PublicIPAddress", "name": "pip", "inputs": {}}])
-    assert found == ["azure-native:network:PublicIPAddress has no name rule here: add Azure's documented rule to "
-                     "NAME_RULES"]
+    found = violations([{"type": "azure-native:network:ApplicationGateway", "name": "agw", "inputs": {}}])
+    assert found == ["azure-native:network:ApplicationGateway has no name rule here: add Azure's documented rule "
+                     "to NAME_RULES"]
 
 
 SUB_ID = f"/subscriptions/{uuid.UUID(int=1)}"

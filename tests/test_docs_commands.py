@@ -29,18 +29,27 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import NS, ROOT, copy_project_folders, dev_config, make_project
+from tests.conftest import (
+    NS,
+    ROOT,
+    copy_project_folders,
+    dev_config,
+    make_project,
+    shipped_stack_names,
+    shipped_stacks,
+)
 
 PAGES = (
     "docs/quickstart.md",
     "docs/frameworks.md",
+    "docs/jobs.md",
     "docs/infiniband.md",
     "docs/gitops.md",
     "docs/troubleshooting.md",
     "docs/migrating.md",
     "examples/multi-team/README.md",
 )
-FRAGMENT_PAGES = ("docs/frameworks.md", "docs/troubleshooting.md")
+FRAGMENT_PAGES = ("docs/frameworks.md", "docs/jobs.md", "docs/troubleshooting.md")
 """The pages with ``yaml stack`` fragments (the tag test keeps this list complete)."""
 SHELLS = {"sh", "bash", "shell"}
 SKIPPED_TAGS = {"setup", "azure"}
@@ -72,7 +81,7 @@ def blocks(page: str) -> list[Block]:
 def _scratch_project(folder: Path) -> Path:
     """A copy of the project a reader would have; shared trees are links, the rest copies (writable)."""
     folder.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in ROOT.glob("Pulumi.*.yaml"))):
+    for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in shipped_stacks())):
         shutil.copy(ROOT / name, folder / name)
     for name in ("docs", "schema", "examples", ".github", "policies"):
         shutil.copytree(ROOT / name, folder / name)
@@ -138,6 +147,7 @@ FRAMEWORK_LAUNCHERS = {
     "hf-accelerate": "accelerate",
     "deepspeed-per-process": "per-process",
     "deepspeed-mpi": "mpi",
+    "deepspeed-cli": "deepspeed",
     "horovod-mpi": "horovod",
     "tf-multiworker": "tf-multiworker",
 }
@@ -236,6 +246,7 @@ def _incomplete(argv: list[str]) -> bool:
 NOT_RUN_HERE = {
     ("prices", "refresh"): "online (Azure's Retail Prices API); tests/test_review_prices.py replays recorded pages",
     ("import",): "reads the reader's own job files; tests/test_import.py imports real CLI v2 and SDK files",
+    ("job",): "a submitted job of a deployed workspace; tests/test_jobs_remote.py follows one over recorded Azure ML",
 }
 """Commands the docs show that this test only parses and checks (stack, run), and where they are run."""
 
@@ -246,8 +257,7 @@ DISTINCT = sorted({c.argv: c for c in DOC_COMMANDS}.values(), key=lambda c: (c.a
 
 def _stacks_named_in_docs() -> set[str]:
     """Stacks a reader has: the project's, the examples' (copied in by their page) and init's."""
-    stacks = {p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in ROOT.glob("Pulumi.*.yaml")}
-    stacks |= {p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "examples").rglob("Pulumi.*.yaml")}
+    stacks = {*shipped_stack_names(), *shipped_stack_names("examples/multi-team")}
     return stacks | {c.argv[c.argv.index("--stack") + 1] for c in DOC_COMMANDS if c.argv[0] == "init"}
 
 
@@ -280,7 +290,7 @@ def test_the_docs_name_commands_that_parse_with_stacks_and_runs_that_exist() -> 
 def docs_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reader's project: the examples' stack files copied in, as examples/multi-team says to."""
     project = _scratch_project(tmp_path_factory.mktemp("docs") / "project")
-    for path in (ROOT / "examples").rglob("Pulumi.*.yaml"):
+    for path in shipped_stacks("examples/multi-team"):
         shutil.copy(path, project / path.name)
     return project
 
@@ -340,9 +350,20 @@ def _prepare_only(args: Any, project: Path) -> None:
     from model.project import load_stack
 
     stack = load_stack(args.stack, project)
-    _, declared = find_run(stack, args.job)
     request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,
                       inputs=_parse_inputs(args.input), tf_empty_ps=args.tf_empty_ps)
     workdir = project / "build" / "run-local" / args.job
-    prepare(resolve_run(declared, stack.config, project), request, root=project, workdir=workdir, environ={})
+    composite = next((job for job in stack.config.composites if job.name == args.job), None)
+    if composite is not None:  # a pipeline's steps, a sweep's trials: every one prepared
+        from jobs.emulate.composite import prepare_pipeline, prepare_sweep
+        from jobs.pipelines import resolve_composite
+
+        job, runs = resolve_composite(composite, stack.config, project)
+        if job.kind == "pipeline":
+            prepare_pipeline(job, {r.name: r for r in runs}, request, root=project, workdir=workdir, environ={})
+        else:
+            prepare_sweep(job, runs[0], request, trials=args.trials, root=project, workdir=workdir, environ={})
+    else:
+        _, declared = find_run(stack, args.job)
+        prepare(resolve_run(declared, stack.config, project), request, root=project, workdir=workdir, environ={})
     shutil.rmtree(workdir)

@@ -40,7 +40,9 @@ import torch.distributed as dist
 dist.init_process_group("gloo", init_method="env://")
 value = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(value)
-print(f"sum {value.item():g} over {dist.get_world_size()}", flush=True)
+# One write(2) per line: ranks of one node share a pipe, and an unbuffered print() writes the text and the
+# newline separately, so two ranks' lines can interleave ("sum 10 over 4sum 10 over 4").
+os.write(1, f"sum {value.item():g} over {dist.get_world_size()}\\n".encode())
 dist.destroy_process_group()
 os._exit(0)
 """,
@@ -49,7 +51,7 @@ import os, sys, time
 from pathlib import Path
 rank = os.environ.get("RANK") or os.environ["OMPI_COMM_WORLD_RANK"]
 Path(sys.argv[2], f"{rank}.pid").write_text(str(os.getpid()))
-print(f"rank {rank} up", flush=True)
+os.write(1, f"rank {rank} up\\n".encode())
 if rank == sys.argv[1]:
     time.sleep(0.5)
     print("giving up", flush=True)
@@ -100,6 +102,30 @@ RUNS = [
     _run("torchrun-twice", "torchrun --nproc_per_node 8 probe.py", {"type": "pytorch", "process_count_per_instance": 8},
          code="src"),
 ]
+STATIC = "--node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
+PER_NODE = {"type": "pytorch", "process_count_per_instance": 1}
+TOPOLOGY_MISTAKES = {
+    # run -> (command on 2 nodes, the gate's rule that blocks it)
+    "nnodes-4-on-2": (f"torchrun --nnodes 4 --nproc_per_node 2 {STATIC} allreduce_sum.py", "run-launcher-node-count"),
+    "no-rendezvous": ("torchrun --nnodes 2 --nproc_per_node 2 allreduce_sum.py", "run-launcher-rendezvous"),
+    "standalone": ("torchrun --standalone --nproc_per_node 2 allreduce_sum.py", "run-launcher-rendezvous"),
+    "nnodes-1": ("torchrun --nnodes 1 --nproc_per_node 2 allreduce_sum.py", "run-launcher-rendezvous"),
+    "launch-nnodes-3": (f"python -m torch.distributed.launch --nnodes 3 --nproc_per_node 2 {STATIC} --use_env "
+                        "allreduce_sum.py", "run-launcher-node-count"),
+    "accelerate-one-machine": ("accelerate launch --multi_gpu --num_machines 1 --num_processes 2 allreduce_sum.py",
+                               "run-launcher-rendezvous"),
+    "deepspeed-no-hostfile": ("deepspeed --num_gpus 2 allreduce_sum.py", "run-launcher-rendezvous"),
+}
+CORRECT_LAUNCHES = {
+    "torchrun-static": f"torchrun --nnodes 2 --nproc_per_node 2 {STATIC} allreduce_sum.py",
+    "torchrun-c10d": "torchrun --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "
+                     "$MASTER_ADDR:$MASTER_PORT --rdzv_id job allreduce_sum.py",
+    "accelerate-two-machines": "accelerate launch --multi_gpu --num_machines 2 --num_processes 4 --machine_rank "
+                               "$NODE_RANK --main_process_ip $MASTER_ADDR --main_process_port $MASTER_PORT "
+                               "allreduce_sum.py",
+}
+RUNS += [_run(name, command, PER_NODE) for name, (command, _) in TOPOLOGY_MISTAKES.items()]
+RUNS += [_run(name, command, PER_NODE) for name, command in CORRECT_LAUNCHES.items()]
 
 
 @pytest.fixture(scope="module")
@@ -304,7 +330,7 @@ def test_inputs_outputs_and_the_snapshot(project: Path, tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["nope"], "error: Pulumi.test.yaml: aml-gpu-training:jobs: no run named 'nope'; runs in this stack: "
-                   "allreduce-sum, fabric-check,"),
+                   "accelerate-one-machine, accelerate-two-machines, allreduce-sum,"),
         (["allreduce-sum", "--nodes", "3"], "error: --nodes: 3 is more than the run declares: 2 node(s)"),
         (["allreduce-sum", "--nodes", "0"], "argument --nodes: 0 is not at least 1"),
         (["probe-tf", "--procs-per-node", "2"], "error: --procs-per-node: tensorflow starts one process per task"),
@@ -321,6 +347,26 @@ def test_bad_input_exits_2_naming_the_file_and_key(project: Path, args: list[str
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("run", sorted(TOPOLOGY_MISTAKES))
+def test_a_launch_the_gate_blocks_is_refused_never_rewritten_into_one_that_works(project: Path, run: str) -> None:
+    result = run_local(project, run)
+    assert result.returncode == 1, result.stdout + result.stderr
+    rule = TOPOLOGY_MISTAKES[run][1]
+    assert f"run-local: refused: {run!r} would not run as one training on Azure ML" in result.stderr
+    assert f"  {rule}: " in result.stderr and "Fix: " in result.stderr
+    assert "run succeeded" not in result.stderr and "rewritten" not in result.stderr
+    assert result.stdout == ""  # nothing started
+
+
+@pytest.mark.parametrize("run", sorted(CORRECT_LAUNCHES))
+def test_correct_multi_node_launches_train_as_one(project: Path, run: str) -> None:
+    result = run_local(project, run)
+    assert result.returncode == 0, result.stdout + result.stderr
+    sums = [line for label in ("node 0", "node 1") for line in lines(result, label) if line.startswith("sum ")]
+    assert sums == ["sum 10 over 4"] * 4, result.stdout  # one group of 4 across both emulated nodes
+    assert "run succeeded (exit 0)" in result.stderr
 
 
 def test_mpi_without_mpirun_says_how_to_install_it(project: Path, tmp_path: Path) -> None:

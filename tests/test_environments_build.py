@@ -11,10 +11,11 @@ import pytest
 from model.config import from_stackfile
 from model.stackfile import read
 from tests.build_contexts import BuildContext, parse_conda, parse_dockerfile, problems, recorded_files
+from tests.conftest import shipped_stacks
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = (ROOT / "Pulumi.dev.yaml", ROOT / "Pulumi.prod.yaml",
-          *sorted((ROOT / "examples/multi-team").glob("Pulumi.*.yaml")))
+          *shipped_stacks("examples/multi-team"))
 OLD_BASE = "mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04:20240701.v1"
 NEW_BASE = "mcr.microsoft.com/azureml/openmpi5.0-cuda12.4-ubuntu22.04:20260614.v1"
 TF_BASE = "mcr.microsoft.com/azureml/curated/tensorflow-2.16-cuda12:31"

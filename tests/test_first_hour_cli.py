@@ -54,7 +54,8 @@ def test_every_command_is_registered() -> None:
 
 def _required(command: str) -> list[str]:
     return {"init": ["--stack", "x"], "plan": ["--stack", "x"], "run-local": ["r", "--stack", "x"],
-            "submit": ["r", "--stack", "x"], "policy": ["list"], "import": ["job.yml"],
+            "submit": ["r", "--stack", "x"], "job": ["show", "j", "--stack", "x"], "policy": ["list"],
+            "import": ["job.yml"],
             "prices": ["show"], "preflight": ["--stack", "x"]}.get(command, [])
 
 
@@ -111,22 +112,42 @@ def test_init_without_the_sample_workloads_writes_the_starter_folder(tmp_path: P
     compile((project / "src" / "train.py").read_text(), "train.py", "exec")
 
 
+def test_init_states_the_upload_path_it_is_given(bare_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", "--stack", "mine", "--operator-ip-range", "203.0.113.7",
+                 "--operator-ip-range", "198.51.100.0/24"]) == 0
+    config = yaml.safe_load((bare_project / "Pulumi.mine.yaml").read_text())["config"]
+    assert config[f"{NS}:network"]["operator_ip_ranges"] == ["203.0.113.7", "198.51.100.0/24"]
+    assert main(["init", "--stack", "other"]) == 0
+    text = (bare_project / "Pulumi.other.yaml").read_text()
+    assert "operator_ip_ranges" not in yaml.safe_load(text)["config"][f"{NS}:network"]
+    assert "operator_ip_ranges: [<address or CIDR>]" in text  # said where to put one, as a comment
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--stack", "dev"], "error: --stack: Pulumi.dev.yaml exists; give --force to replace it, or choose another "
                              "--stack\n"),
+        (["--stack", "x", "--operator-ip-range", "10.1.0.0/16"],
+         "error: --operator-ip-range: '10.1.0.0/16' is a private (RFC 1918) range: storage firewall rules take "
+         "public addresses; a machine inside the network reaches the storage through its private endpoint and "
+         "needs no rule\n"),
+        (["--stack", "x", "--operator-ip-range", "203.0.113.7/32"],
+         "error: --operator-ip-range: '203.0.113.7/32': storage firewall rules take no /31 or /32 range; give the "
+         "address itself (203.0.113.7)\n"),
+        (["--stack", "x", "--operator-ip-range", "2001:db8::1"],
+         "error: --operator-ip-range: '2001:db8::1': storage firewall rules take IPv4 addresses only\n"),
         (["--stack", "x", "--sku", "Standard_ND96isr_MI300X_v5"],
          "error: --sku: Standard_ND96isr_MI300X_v5 has MI300X GPUs (ROCm): init writes a CUDA environment; start "
          "from an NVIDIA size and change the environment (docs/frameworks.md)\n"),
         (["--stack", "x", "--sku", "Standard_NC24r"], "error: --sku: Standard_NC24r is retired (retired): choose a "
                                                       "current size\n"),
         (["--stack", "x", "--nodes", "0"], "error: --nodes: --nodes 0: give 1 to 64 nodes\n"),
-        (["--stack", "x", "--region", "West Europe"], "error: --region: region 'West Europe' is not an Azure region "
-                                                      "name such as westeurope or eastus2\n"),
+        (["--stack", "x", "--region", "eastus3"], "error: --region: 'eastus3' is not an Azure region name: did you "
+                                                  "mean eastus, westus3 or eastus2?\n"),
         (["--stack", "../x"], "error: --stack: stack name '../x' is invalid: 1-29 letters, digits, '_', '.' or '-'\n"),
     ],
-    ids=["exists", "amd", "retired", "no-nodes", "region", "path"],
+    ids=["exists", "private-range", "slash-32", "ipv6", "amd", "retired", "no-nodes", "region", "path"],
 )
 def test_init_refuses_bad_input_and_writes_nothing(bare_project: Path, capsys: pytest.CaptureFixture[str],
                                                    argv: list[str], message: str) -> None:

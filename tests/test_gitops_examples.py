@@ -15,9 +15,9 @@ from amlgpu.cli import main
 from infra import availability
 from model.config import from_stackfile
 from model.stackfile import read
-from tests.conftest import NS, ROOT, make_project
+from tests.conftest import NS, ROOT, make_project, shipped_stacks
 
-EXAMPLES = sorted((ROOT / "examples").glob("**/Pulumi.*.yaml"))
+EXAMPLES = shipped_stacks("examples/multi-team")
 MULTI_TEAM = ROOT / "examples" / "multi-team"
 
 
@@ -26,7 +26,7 @@ def _stack_name(path: Path) -> str:
 
 
 def test_the_multi_team_layout_has_several_stacks() -> None:
-    assert len(list(MULTI_TEAM.glob("Pulumi.*.yaml"))) >= 3
+    assert len(shipped_stacks("examples/multi-team")) >= 3
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -43,6 +43,9 @@ def test_example_stack_plans_offline_without_a_mandatory_failure(
     stack = _stack_name(path)
     project = make_project(tmp_path / "project", {}, stack=stack)
     shutil.copy(path, project / path.name)  # the file as shipped, comments and all
+    if path.parent == MULTI_TEAM:  # the README's step 2: the platform's pack config comes along
+        (project / "policies").mkdir(exist_ok=True)
+        shutil.copy(MULTI_TEAM / "policy-config.json", project / "policies" / "config.json")
     monkeypatch.chdir(project)
     code = main(["plan", "--stack", stack, "--format", "json"])
     summary = json.loads(capsys.readouterr().out)
@@ -56,7 +59,7 @@ def test_example_stack_plans_offline_without_a_mandatory_failure(
         assert (project / "build" / stack / "jobs" / f"{run}.yml").is_file()
 
 
-@pytest.mark.parametrize("path", [*EXAMPLES, *sorted(ROOT.glob("Pulumi.*.yaml"))],
+@pytest.mark.parametrize("path", [*EXAMPLES, *shipped_stacks()],
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_shipped_stack_uses_gpu_sizes_microsoft_sells_in_its_region(path: Path) -> None:
     """What we ship as a model to copy must deploy: no cluster on a size whose series Microsoft's
@@ -70,7 +73,7 @@ def test_every_shipped_stack_uses_gpu_sizes_microsoft_sells_in_its_region(path: 
 
 def test_teams_do_not_collide() -> None:
     """Distinct workspaces and resource groups, and address spaces that can be peered with each other."""
-    configs = [from_stackfile(read(path), ROOT) for path in sorted(MULTI_TEAM.glob("Pulumi.*.yaml"))]
+    configs = [from_stackfile(read(path), ROOT) for path in shipped_stacks("examples/multi-team")]
     workspaces = [c.workspace.name for c in configs]
     groups = [c.workspace.resource_group_name for c in configs]
     assert len(set(workspaces)) == len(workspaces) and len(set(groups)) == len(groups)
@@ -84,7 +87,7 @@ def test_teams_do_not_collide() -> None:
 def test_every_example_stack_has_an_owner_and_a_line_in_the_readme() -> None:
     owners = (MULTI_TEAM / "CODEOWNERS").read_text()
     readme = (MULTI_TEAM / "README.md").read_text()
-    for path in MULTI_TEAM.glob("Pulumi.*.yaml"):
+    for path in shipped_stacks("examples/multi-team"):
         assert f"/{path.name} " in owners
         assert f"`{path.name}`" in readme
     assert "amlgpu plan --stack" in readme
@@ -118,7 +121,7 @@ def test_the_platform_owners_alone_own_what_decides_the_gate(path: str) -> None:
 
 def test_each_team_alone_owns_its_stack_file_and_waivers_are_the_platforms() -> None:
     codeowners = (MULTI_TEAM / "CODEOWNERS").read_text()
-    for path in MULTI_TEAM.glob("Pulumi.*.yaml"):
+    for path in shipped_stacks("examples/multi-team"):
         team = _stack_name(path)
         assert _owners(codeowners, path.name) == {f"@example-org/{team}"}
         assert f"{NS}:waivers" not in yaml.safe_load(path.read_text())["config"]

@@ -96,9 +96,15 @@ def _zizmor() -> str:
     return required_tool("zizmor", "pip install -e '.[dev]'")
 
 
-def test_zizmor_finds_nothing_in_the_workflows() -> None:
-    result = subprocess.run([_zizmor(), "--offline", "--no-progress", str(WORKFLOWS)], capture_output=True,
-                            text=True, cwd=ROOT, timeout=120, check=False)
+PERSONAS = ("regular", "pedantic", "auditor")
+"""zizmor's personas, each stricter than the last: auditor also reports secrets used outside a protected
+environment (secrets-outside-env), which is how a job running pull-request code came to hold the backend's."""
+
+
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_zizmor_finds_nothing_in_the_workflows(persona: str) -> None:
+    result = subprocess.run([_zizmor(), "--offline", "--no-progress", f"--persona={persona}", str(WORKFLOWS)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "No findings to report" in result.stdout
 
@@ -109,26 +115,40 @@ def test_the_one_zizmor_ignore_is_the_reviewed_workflow_run_trigger() -> None:
     assert ignores == [("pr-publish.yml", "workflow_run: # zizmor: ignore[dangerous-triggers]")]
 
 
-def test_zizmor_catches_an_unpinned_action_and_persisted_credentials(tmp_path: Path) -> None:
-    """The zizmor test above can fail: today's main had 22 such findings."""
+BAD_WORKFLOWS = [
+    # Today's main once had 22 such findings.
+    ("regular", "on: pull_request\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+     "      - uses: actions/checkout@v5\n      - uses: actions/upload-artifact@v6\n"
+     "        with:\n          name: x\n          path: .\n", ("unpinned-uses", "artipacked")),
+    # The old preview job of pr.yml: the backend's secrets beside pull-request code, in no environment.
+    ("auditor", "on: pull_request\npermissions: {}\njobs:\n  preview:\n    runs-on: ubuntu-latest\n"
+     "    permissions:\n      contents: read\n    env:\n      PULUMI_ACCESS_TOKEN: ${{ secrets.PULUMI_ACCESS_TOKEN }}\n"
+     "    steps:\n      - run: make install\n", ("secrets-outside-env",)),
+]
+
+
+@pytest.mark.parametrize(("persona", "workflow", "audits"), BAD_WORKFLOWS, ids=[b[0] for b in BAD_WORKFLOWS])
+def test_zizmor_catches_what_the_tests_above_guard_against(
+    tmp_path: Path, persona: str, workflow: str, audits: tuple[str, ...]
+) -> None:
+    """The zizmor tests above can fail."""
     bad = tmp_path / ".github" / "workflows" / "bad.yml"
     bad.parent.mkdir(parents=True)
-    bad.write_text(
-        "on: pull_request\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - uses: actions/checkout@v5\n      - uses: actions/upload-artifact@v6\n"
-        "        with:\n          name: x\n          path: .\n",
-        encoding="utf-8",
-    )
-    result = subprocess.run([_zizmor(), "--offline", "--no-progress", str(bad.parent)], capture_output=True,
-                            text=True, timeout=120, check=False)
+    bad.write_text(workflow, encoding="utf-8")
+    result = subprocess.run([_zizmor(), "--offline", "--no-progress", f"--persona={persona}", str(bad.parent)],
+                            capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode != 0
-    assert "unpinned-uses" in result.stdout and "artipacked" in result.stdout
+    assert all(audit in result.stdout for audit in audits), result.stdout
 
 
-def test_make_test_runs_zizmor_offline() -> None:
+def test_make_test_and_lint_run_zizmor_offline_in_every_persona() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "$(BIN)/zizmor --offline .github/workflows" in recipe
+    for target in ("test", "lint"):
+        recipe = makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
+        assert "$(ZIZMOR)" in recipe, target
+    assert "ZIZMOR := $(BIN)/zizmor --offline" in makefile
+    for persona in PERSONAS:
+        assert f"$(ZIZMOR) --persona={persona} .github/workflows" in makefile
 
 
 def _runs_pr_code(job: dict[str, Any]) -> bool:
@@ -142,10 +162,14 @@ def test_no_job_that_runs_pull_request_code_can_write() -> None:
     assert pr["concurrency"]["cancel-in-progress"] is True
     for name, job in pr["jobs"].items():
         assert _runs_pr_code(job), name
-        grants = {k: v for k, v in job["permissions"].items() if v != "read"}
-        # id-token mints the OIDC token of the read-only preview identity; it writes nothing on GitHub.
-        assert grants == ({"id-token": "write"} if name == "preview" else {}), name
-    assert "${{ secrets" not in (WORKFLOWS / "pr.yml").read_text().split("  preview:")[0]
+        assert {k: v for k, v in job["permissions"].items() if v != "read"} == {}, name
+        assert "environment" not in job, name
+    # No credential beside pull-request code: no secret, no OIDC token, no backend token.
+    text = "\n".join(line for line in (WORKFLOWS / "pr.yml").read_text(encoding="utf-8").splitlines()
+                     if not line.lstrip().startswith("#"))
+    for forbidden in ("${{ secrets", "id-token", "PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE", "ARM_",
+                      "azure/login", "pulumi preview"):
+        assert forbidden not in text, forbidden
 
 
 def test_one_plan_job_plans_the_stacks_the_change_touches_and_publishes_before_it_fails() -> None:
@@ -200,19 +224,30 @@ def test_the_publisher_never_runs_pull_request_code() -> None:
     assert upload["with"]["sarif_file"] == "${{ runner.temp }}/artifact/plan/${{ matrix.stack }}/policy.sarif"
 
 
-def test_preview_uses_the_read_only_identity_only_for_this_repository() -> None:
-    preview = _load("pr.yml")["jobs"]["preview"]
-    assert "vars.AZURE_PREVIEW_CLIENT_ID != ''" in preview["if"]
-    assert "github.event.pull_request.head.repo.full_name == github.repository" in preview["if"]
-    assert preview["permissions"] == {"contents": "read", "id-token": "write"}
-    assert "environment" not in preview
-    _, login = _step(preview, "azure/login")
+def test_preview_runs_the_default_branchs_code_in_a_protected_environment() -> None:
+    preview = _load("preview.yml")
+    assert preview["on"] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}
+    assert preview["permissions"] == {"contents": "read"}
+    job = preview["jobs"]["preview"]
+    # The credentials are the environment's (deployment branches: main only), never a pull request's.
+    assert job["environment"] == "preview"
+    assert job["if"] == "vars.AZURE_TENANT_ID != ''"
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    assert job["env"]["ARM_CLIENT_ID"] == "${{ vars.AZURE_PREVIEW_CLIENT_ID }}"
+    _, login = _step(job, "azure/login")
     assert login["with"]["client-id"] == "${{ vars.AZURE_PREVIEW_CLIENT_ID }}"
-    assert preview["env"]["ARM_CLIENT_ID"] == "${{ vars.AZURE_PREVIEW_CLIENT_ID }}"
-    _, run = _step(preview, "pulumi preview")
+    _, run = _step(job, "pulumi preview")
     assert "pulumi preview --stack" in run["run"] and "--policy-pack policies" in run["run"]
-    assert "--create" not in run["run"]  # a reader creates no stack
-    assert "DEPLOY" not in (WORKFLOWS / "pr.yml").read_text(encoding="utf-8")
+    assert "--create" not in run["run"] and "pulumi up" not in run["run"]  # a reader creates and changes nothing
+    text = (WORKFLOWS / "preview.yml").read_text(encoding="utf-8")
+    assert "DEPLOY" not in text and "pull_request" not in text
+
+
+def test_every_secret_is_read_inside_a_protected_environment() -> None:
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for name, job in _load(path.name)["jobs"].items():
+            if "${{ secrets." in yaml.safe_dump(job):
+                assert job.get("environment"), f"{path.name}: job {name} reads a secret outside an environment"
 
 
 def test_main_deploys_each_stack_behind_its_environment_and_never_cancels() -> None:
@@ -222,20 +257,25 @@ def test_main_deploys_each_stack_behind_its_environment_and_never_cancels() -> N
     up = deploy["jobs"]["up"]
     assert up["environment"] == "${{ matrix.stack }}"
     assert up["concurrency"] == {"group": "pulumi-up-${{ matrix.stack }}", "cancel-in-progress": False}
-    assert up["if"] == "vars.AZURE_TENANT_ID != ''"
+    assert up["if"] == "vars.AZURE_TENANT_ID != '' && vars.DEPLOY_RUNNER_LABELS != ''"
+    # On a runner that reaches the workspace's private storage, never a GitHub-hosted one.
+    assert up["runs-on"] == "${{ fromJSON(vars.DEPLOY_RUNNER_LABELS) }}"
     assert up["permissions"] == {"contents": "read", "id-token": "write"}
     # The deployer identity is named only here, read from the stack's protected environment.
     assert up["env"]["ARM_CLIENT_ID"] == "${{ vars.AZURE_DEPLOY_CLIENT_ID }}"
     _, login = _step(up, "azure/login")
     assert login["with"]["client-id"] == "${{ vars.AZURE_DEPLOY_CLIENT_ID }}"
     gate_at, gate = _step(up, "Offline gate")
+    login_at, _ = _step(up, "azure/login")
+    preflight_at, preflight = _step(up, "Preflight")
     up_at, run = _step(up, "pulumi up")
     assert "amlgpu plan --stack" in gate["run"] and gate_at < up_at
+    assert preflight["run"] == '.venv/bin/amlgpu preflight --stack "$STACK"' and login_at < preflight_at < up_at
     assert 'pulumi up --yes --stack "$stack" --policy-pack policies' in run["run"]
 
 
 @pytest.mark.skipif(shutil.which("jq") is None or shutil.which("bash") is None, reason="needs bash and jq")
-@pytest.mark.parametrize("workflow", ["pr.yml", "deploy.yml"])
+@pytest.mark.parametrize("workflow", ["deploy.yml", "preview.yml"])
 def test_the_stack_listing_finds_every_stack_file(workflow: str, tmp_path: Path) -> None:
     """Run the listing step as the runner would, in the repository root."""
     _, step = _step(_load(workflow)["jobs"]["stacks"], "Every Pulumi.<stack>.yaml")

@@ -310,8 +310,11 @@ def test_sdk_v2_command_renders_to_the_job_azure_ai_ml_builds(project: Path) -> 
 
 def test_sdk_v2_values_known_only_at_run_time_are_placeholders(project: Path) -> None:
     (draft,) = _import(project, "v2/pytorch_cifar_distributed.py")
-    assert sorted((p.key, p.line) for p in draft.placeholders) == [
-        ("compute", 26), ("inputs.cifar.path", 13), ("resources", 26)]
+    assert sorted((p.key, p.line) for p in draft.placeholders) == [("compute", 26), ("inputs.cifar.path", 13)]
+    # `job.resources = ResourceConfiguration(instance_type=..., instance_count=2)`: the node count is kept, the
+    # serverless VM size is the cluster's to decide, and the entry says so.
+    assert draft.run["resources"] == {"instance_count": 2}
+    assert any("instance_type 'STANDARD_NC4AS_T4_V3' dropped" in note for note in draft.notes)
     assert draft.run["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
 
 
@@ -356,7 +359,8 @@ def test_bad_scripts_exit_2_with_file_and_line(project: Path, case: str, capsys:
 
 
 BAD_JOBS = {
-    "pipeline": ("type: pipeline\njobs: {}\n", "a pipeline job, not a command job"),
+    "empty-pipeline": ("type: pipeline\njobs: {}\n", "a pipeline job without steps"),
+    "parallel": ("type: parallel\ncompute: gpu-a100\n", "a parallel job: amlgpu imports command, pipeline and sweep"),
     "component": ("$schema: https://azuremlschemas.azureedge.net/latest/commandComponent.schema.json\n"
                   "type: command\ncommand: echo\n", "a component"),
     "no-command": ("code: src\nenvironment: azureml:x:1\n", "no 'command' key"),

@@ -47,11 +47,26 @@ DEFAULTS = [
     ("524b0254-c285-4903-bee6-bb8126cde579", REGISTRY, "policies.exportPolicy.status", "disabled"),
     ("42781ec6-6127-4c30-bdfa-fb423a0047d3", REGISTRY, "policies.azureADAuthenticationAsArmPolicy.status", "disabled"),
     ("9d2b0a20-57d6-474c-9d12-44a4a20999c6", REGISTRY, "zoneRedundancy", "Enabled"),
+    ("7bca8353-aa3b-429b-904a-9229c4385837", SUBNET, "defaultOutboundAccess", False),
+    ("6ddb1705-c8cf-450e-aa4b-19ad6703c440", "azure-native:machinelearningservices:Workspace",
+     "managedNetwork.isolationMode", "Disabled"),
+    ("0c4bd2e8-8872-4f37-a654-03f6f38ddc76", INSIGHTS, "forceCustomerStorageForProfiler", True),
 ]
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-@pytest.mark.parametrize(("guid", "token", "path", "expected"), DEFAULTS, ids=[f"{d[0][:8]}-{d[2]}" for d in DEFAULTS])
+NOT_THERE = {
+    ("dev", "b2982f36-99f2-4db5-8eff-283140c09693"): "dev's operator range (its build-context upload path) opens its "
+                                                     "storage behind a deny-by-default firewall: test below",
+    ("prod", "7bca8353-aa3b-429b-904a-9229c4385837"): "prod deploys into the hub's subnet: it creates none",
+}
+"""Built-ins a shipped stack relaxes on purpose, or whose resource it does not create."""
+
+
+MET = [(stack, *d) for stack in ("dev", "prod") for d in DEFAULTS if (stack, d[0]) not in NOT_THERE]
+
+
+@pytest.mark.parametrize(("stack", "guid", "token", "path", "expected"), MET,
+                         ids=[f"{m[1][:8]}-{m[3]}-{m[0]}" for m in MET])
 def test_deny_capable_builtins_are_met_by_default(
     stack: str, dev_plan: Plan, prod_plan: Plan, guid: str, token: str, path: str, expected: object
 ) -> None:
@@ -63,6 +78,7 @@ TAGGABLE = (
     "azure-native:resources:ResourceGroup", LOGS, INSIGHTS, STORAGE, "azure-native:keyvault:Vault", REGISTRY,
     "azure-native:machinelearningservices:Workspace", "azure-native:machinelearningservices:Compute",
     "azure-native:network:NetworkSecurityGroup", "azure-native:network:VirtualNetwork",
+    "azure-native:network:NatGateway", "azure-native:network:PublicIPAddress",
     "azure-native:network:PrivateEndpoint", "azure-native:privatedns:PrivateZone",
     "azure-native:privatedns:VirtualNetworkLink",
 )
@@ -114,19 +130,38 @@ def test_storage_replication(plan_variant: Variant, workspace: dict[str, Any], e
 NAT = "/subscriptions/1/resourceGroups/rg-net/providers/Microsoft.Network/natGateways/nat-training"
 
 
+STACK_NAT = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-aml-gpu-dev/providers/" \
+            "Microsoft.Network/natGateways/nat-mlw-gpu-dev"
+
+
 @pytest.mark.parametrize(
-    ("network", "outbound", "nat"),
-    [({}, True, None), ({"nat_gateway_id": NAT}, False, NAT), ({"default_outbound_access": False}, False, None)],
-    ids=["default", "nat-gateway", "firewall"],
+    ("network", "outbound", "nat", "created"),
+    [({}, False, STACK_NAT, True), ({"nat_gateway_id": NAT}, False, NAT, False),
+     ({"default_outbound_access": True}, True, None, False)],
+    ids=["default-private-with-the-stacks-nat", "existing-nat-gateway", "azure-default-outbound"],
 )
-def test_training_subnet_is_private_when_outbound_has_a_path(
-    plan_variant: Variant, network: dict[str, Any], outbound: bool, nat: str | None
+def test_the_training_subnet_is_private_with_an_outbound_path(
+    plan_variant: Variant, network: dict[str, Any], outbound: bool, nat: str | None, created: bool
 ) -> None:
+    """Azure Policy 7bca8353 'Subnets should be private' (defaultOutboundAccess false); nodes without public IPs go
+    out through a NAT gateway: the stack's (with one static Standard address) or an existing one."""
     plan = plan_variant(lambda c: c[f"{NS}:network"].update(network))
     subnet = only(plan, SUBNET)
     assert subnet["inputs"]["defaultOutboundAccess"] is outbound
     assert subnet["inputs"].get("natGateway", {}).get("id") == nat
     assert subnet["options"]["replaceOnChanges"] == ["defaultOutboundAccess"]
+    gateways = plan.by_type("azure-native:network:NatGateway")
+    assert bool(gateways) is created
+    if created:
+        address = only(plan, "azure-native:network:PublicIPAddress")["inputs"]
+        assert (address["sku"], address["publicIPAllocationMethod"]) == ({"name": "Standard", "tier": "Regional"},
+                                                                       "Static")
+        assert gateways[0].inputs["publicIpAddresses"] == [{"id": address_id(address)}]
+
+
+def address_id(inputs: dict[str, Any]) -> str:
+    return (f"/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/{inputs['resourceGroupName']}"
+            f"/providers/Microsoft.Network/publicIPAddresses/{inputs['publicIpAddressName']}")
 
 
 ZONE = "/subscriptions/9/resourceGroups/rg-dns/providers/Microsoft.Network/privateDnsZones/{}"
@@ -166,8 +201,12 @@ def test_zones_not_listed_are_still_created(plan_variant: Variant) -> None:
         ({"subnet_id": "/subscriptions/1/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/s",
           "address_space": None, "subnet_prefix": None, "nat_gateway_id": NAT},
          "network", "nat_gateway_id applies to a new subnet"),
+        ({"nat_gateway_id": NAT, "default_outbound_access": True}, "network", "contradicts it"),
+        ({"operator_ip_ranges": ["192.168.10.0/24"]}, "network.operator_ip_ranges", "private (RFC 1918) range"),
+        ({"operator_ip_ranges": ["203.0.113.7/32"]}, "network.operator_ip_ranges", "give the address itself"),
     ],
-    ids=["unknown-zone", "not-a-zone-id", "id-of-another-zone", "nat-on-existing-subnet"],
+    ids=["unknown-zone", "not-a-zone-id", "id-of-another-zone", "nat-on-existing-subnet", "nat-and-default-outbound",
+         "private-operator-range", "slash-32-operator-range"],
 )
 def test_bad_network_settings_name_the_key(network: dict[str, Any], key: str, message: str) -> None:
     from model.config import build

@@ -21,6 +21,7 @@ from requests.structures import CaseInsensitiveDict
 from amlgpu.plan import Plan, run_program
 from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR
 from infra.build_context import (
+    PROPAGATION_WAIT_S,
     BuildContextProvider,
     UploadError,
     blob_prefix,
@@ -29,7 +30,7 @@ from infra.build_context import (
     upload_context,
 )
 from model.stackfile import read
-from tests.conftest import ROOT, only
+from tests.conftest import ROOT, only, waits
 
 RECORDED = json.loads((ROOT / "tests/fixtures/blob-rest/responses.json").read_text())
 UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
@@ -140,6 +141,31 @@ def test_upload_waits_for_a_fresh_role_assignment_to_propagate(context) -> None:
     assert slept == [15.0, 15.0]
 
 
+def test_upload_waits_for_a_fresh_network_path_with_the_same_bounded_wait(context) -> None:
+    """A private endpoint or firewall rule created just before the upload: the account's firewall refuses
+    (403 AuthorizationFailure) until it takes effect; the upload retries it like a fresh role."""
+    folder, files = context
+    one = {"Dockerfile": files["Dockerfile"]}
+    slept: list[float] = []
+    refused = ("HEAD", "forbidden_403_authorization_failure", {})
+    transport = Replay(refused, refused, ("HEAD", "head_blob_404", {}), ("PUT", "put_blob_201", {}))
+    result = _upload(folder, one, transport, sleep=slept.append, clock=lambda: 0.0)
+    assert result.uploaded == ("Dockerfile",)
+    assert slept == [15.0, 15.0]
+
+
+def test_a_firewall_refusal_past_the_wait_fails_with_one_line_naming_the_path(context) -> None:
+    folder, files = context
+    one = {"Dockerfile": files["Dockerfile"]}
+    times = iter([0.0, PROPAGATION_WAIT_S])
+    transport = Replay(("HEAD", "forbidden_403_authorization_failure", {}))
+    with pytest.raises(UploadError) as err:
+        _upload(folder, one, transport, sleep=lambda _: None, clock=lambda: next(times))
+    message = str(err.value)
+    assert "refused the request at its firewall" in message and "operator_ip_ranges" in message
+    assert "\n" not in message
+
+
 def test_a_missing_data_role_fails_with_one_line_naming_the_role(context) -> None:
     folder, files = context
     one = {"Dockerfile": files["Dockerfile"]}
@@ -238,11 +264,12 @@ def test_no_key_based_blob_and_every_context_uploads_after_the_deployer_role(
     assert role["inputs"]["scope"].endswith("/blobServices/default/containers/environment-builds")
     assert role["inputs"]["principalType"] == "ServicePrincipal"  # the mock client is no Azure CLI sign-in
     uploads = plan.by_type(UPLOAD)
-    assert uploads and all("build-contexts-uploader" in u.options["dependsOn"] for u in uploads)
+    assert uploads and all(("azure-native:authorization:RoleAssignment", "build-contexts-uploader") in waits(u)
+                           for u in uploads)
     versions = {v.name: v for v in plan.by_type("azure-native:machinelearningservices:EnvironmentVersion")}
     for upload in uploads:
         version = versions[upload.name.removesuffix("-context")]
-        assert upload.name in version.options["dependsOn"]
+        assert (UPLOAD, upload.name) in waits(version)
         uri = version.inputs["properties"]["build"]["contextUri"]
         assert uri.endswith(f"/environment-builds/{upload.inputs['prefix']}")
         assert upload.inputs["files"] == context_files(ROOT / upload.inputs["source"])

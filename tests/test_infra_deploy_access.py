@@ -17,7 +17,7 @@ from amlgpu.cli import main
 from amlgpu.plan import Plan, run_program
 from infra.azure import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR
 from model.stackfile import read
-from tests.conftest import NS, ROOT, dev_config, make_project
+from tests.conftest import NS, ROOT, dev_config, make_project, waits
 
 ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
@@ -63,9 +63,9 @@ def test_prod_user_assigned_identity_gets_its_documented_roles(
     assert len(found) == 1, [r.name for r in found]
     assert found[0].inputs["principalType"] == "ServicePrincipal"
     workspace = next(r for r in prod_plan.by_type("azure-native:machinelearningservices:Workspace"))
-    assert (found[0].name in workspace.options["dependsOn"]) is before_workspace
+    assert ((ASSIGNMENT, found[0].name) in waits(workspace)) is before_workspace
     if not before_workspace:
-        assert "mlw-gpu-prod-workspace" in found[0].options["dependsOn"]
+        assert ("azure-native:machinelearningservices:Workspace", "mlw-gpu-prod-workspace") in waits(found[0])
 
 
 def test_a_system_assigned_workspace_needs_no_grants(dev_plan: Plan) -> None:

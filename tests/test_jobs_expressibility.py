@@ -168,7 +168,8 @@ def test_plan_output_lists_the_added_defaults_per_run(root: Path) -> None:
 
     config = stack(root, [declared()])
     run = resolve_run(config.jobs[0], config, root)
-    report = SimpleNamespace(mandatory_failures=0, advisory_failures=0, waived=0, findings=())
+    report = SimpleNamespace(mandatory_failures=0, advisory_failures=0, waived=0, findings=(), waivers=(),
+                             stale_waivers=(), expired_waivers=())
     stack_file = SimpleNamespace(display="Pulumi.test.yaml", line_of=lambda *_: None)
     result = SimpleNamespace(resources=[], plan=SimpleNamespace(resources=[]), stack=SimpleNamespace(
         name="test", config=config, file=stack_file), runs=[run], report=report, job_files={})

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from infra.secret_scan import scan_folder
 from jobs import code_scan
 from jobs.resolve import resolve_all, resolve_run
 from model.config import StackConfig, build
@@ -231,17 +232,45 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow...\n-----END RSA PRIVATE KEY-----
         ("conn.txt", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=" + "A" * 86 + "==;", True),
         ("store.pfx", "binary", True),
         ("train.py", "import torch\nprint('no secrets here: ghp_short')\n", False),
-        ("weights.bin", "\0\0" + PEM, False),
-        ("big.txt", PEM + "x" * (code_scan.MAX_BYTES + 1), False),
-        (".venv/lib/id_rsa", "anything", False),
-        (".git/config", PEM, False),
+        # No folder, size or encoding is skipped: each of these was, and is uploaded all the same.
+        ("weights.bin", "\0\0" + PEM, True),
+        ("big.txt", "x" * (3 << 20) + PEM, True),
+        (".venv/lib/id_rsa", "anything", True),
+        ("node_modules/pkg/.npmrc", "//registry.npmjs.org/:_authToken=npm_" + "a1B2" * 9 + "\n", True),
+        (".git/config", "[remote]\n  url = https://bot:" + "p4ssw0rd" + "@github.com/org/repo\n", True),
+        ("utf16.txt", ("x = 'hf_" + "Zq8Lm2Nx4Rt6Vb1Kc3Jd5Hf7Gs9Pw0Ya" + "'").encode("utf-16"), True),
+        # A secret across the boundary of two read chunks is read whole.
+        ("across.txt", "x" * ((1 << 20) - 20) + " hf_" + "Zq8Lm2Nx4Rt6Vb1Kc3Jd5Hf7Gs9Pw0Ya", True),
+        # Assignments are judged by name and value in .env files and Dockerfiles, as the stack's own are.
+        (".env", "WANDB_API_KEY=3f9a0c1e7b5d2a8c4e6f1b3d5a7c9e0f2b4d6a8c\nDEBUG=1\n", True),
+        ("prod.env", "export DB_PASSWORD='hunter22'\n", True),
+        (".env.example", "WANDB_API_KEY=${WANDB_API_KEY}\nDB_PASSWORD=\n", False),
+        ("Dockerfile", "FROM python:3.11\nENV WANDB_API_KEY 3f9a0c1e7b5d2a8c4e6f1b3d5a7c9e0f2b4d6a8c\n", True),
+        ("docker/Dockerfile.gpu", "FROM python:3.11\nARG API_TOKEN=Zq8Lm2Nx4Rt6Vb1Kc3Jd5Hf7\n", True),
+        ("Dockerfile.cpu", "FROM python:3.11\nRUN wandb login 3f9a0c1e7b5d2a8c4e6f1b3d5a7c9e0f2b4d6a8c\n", True),
+        ("Dockerfile.ok", "FROM python:3.11\nARG HF_TOKEN\nENV TOKENIZERS_PARALLELISM=false\n", False),
     ],
 )
-def test_code_scan_reports_private_keys_and_tokens(tmp_path: Path, path: str, content: str, found: bool) -> None:
+def test_code_scan_reports_private_keys_and_tokens(tmp_path: Path, path: str, content: str | bytes,
+                                                   found: bool) -> None:
     target = tmp_path / path
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content)
-    assert code_scan.scan(tmp_path) == ((path,) if found else ())
+    if isinstance(content, bytes):
+        target.write_bytes(content)
+    else:
+        target.write_text(content)
+    assert code_scan.scan(tmp_path).findings == ((path,) if found else ())
+
+
+def test_a_folder_past_the_budget_names_what_was_not_read(tmp_path: Path) -> None:
+    (tmp_path / "a.bin").write_bytes(b"x" * 1000)
+    (tmp_path / "b.bin").write_bytes(b"y" * 1000 + PEM.encode())
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "id_rsa").write_text("by its name, read or not")
+    scanned = scan_folder(tmp_path, budget=1500)
+    assert scanned.findings == ("c/id_rsa",)
+    assert scanned.unscanned == ("b.bin",)
+    assert scan_folder(tmp_path).findings == ("b.bin", "c/id_rsa")
 
 
 def test_code_findings_are_relative_sorted_paths_never_content(root: Path) -> None:

@@ -272,3 +272,11 @@ def test_a_shared_budget_is_spent_across_calls() -> None:
     budget = shell.Budget(steps=50)
     evaluate("echo a; echo b; echo c; echo d; echo e; echo f; echo g; echo h", budget=budget)
     assert not evaluate("echo x; echo y; echo z; echo w; echo v", budget=budget).complete
+
+
+def test_a_parse_past_the_time_bound_is_unknown_not_an_error() -> None:
+    """tree-sitter (0.25 and later) raises when the progress callback cancels a parse: a parse past the wall-time
+    safety net (a loaded machine, a pathological text) is a "timeout" unknown, never a traceback."""
+    text = "echo step\n" * 20_000 + "torchrun --nnodes 2 train.py\n"  # long enough for tree-sitter to ask
+    script = evaluate(text, budget=shell.Budget(seconds=-1.0))
+    assert not script.complete and {u.kind for u in script.unknowns} == {"timeout"}

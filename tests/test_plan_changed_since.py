@@ -4,7 +4,8 @@ The repository holds the project in a subfolder and four stacks, each naming its
 ``alpha`` (the dev stack: build contexts, runs and fabric checks on ``jobs/workloads``), ``beta`` (a build
 context, a code folder), ``gamma`` (a ``file:`` environment with a conda file, a code folder) and ``delta``
 (a code folder reached through a symbolic link). Each case changes one kind of input, committed or not, and
-checks which stacks are selected against the first commit.
+checks which stacks are selected against the first commit. ``pipe`` holds a pipeline whose step runs a
+component file (its code folder and ``file:`` environment relative to the component) and a sweep.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tests.test_plan_stacks import plan as _plan
 pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
                                 reason="needs git")
 
-EVERY = ["alpha", "beta", "delta", "gamma"]
+EVERY = ["alpha", "beta", "delta", "gamma", "pipe"]
 IMAGE = "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18"
 
 
@@ -71,10 +72,25 @@ def repo(tmp_path: Path) -> Path:
                                                   "build": {"path": "environments/deepspeed"}}]),
         "gamma": _single_node("file:envs/gamma.yml", "src/gamma", image),
         "delta": _single_node("img", "linked", image),
+        "pipe": _single_node("img", "src/sweep", image),
     }
+    stacks["pipe"][f"{NS}:jobs"] += [
+        {"name": "pipe", "type": "pipeline", "settings": {"default_compute": "gpu"},
+         "jobs": {"train": {"component": "file:components/step.yml"}}},
+        {"name": "lr-sweep", "type": "sweep", "compute": "gpu",
+         "trial": {"code": "src/sweep", "command": "python train.py --lr ${{search_space.lr}}",
+                   "environment": "img", "distribution": {"type": "pytorch"}},
+         "search_space": {"lr": {"type": "choice", "values": [0.1, 0.01]}}, "sampling_algorithm": "random",
+         "objective": {"goal": "minimize", "primary_metric": "loss"},
+         "limits": {"max_total_trials": 2, "trial_timeout": 600}},
+    ]
     for name, config in stacks.items():
         (project / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
-    for folder in ("beta", "gamma", "real"):
+    _write(project / "components" / "step.yml", yaml.safe_dump({
+        "type": "command", "code": "../src/pipe", "command": "python train.py", "environment": "file:env.yml",
+        "distribution": {"type": "pytorch"}}))
+    _write(project / "components" / "env.yml", f"image: {IMAGE}\n")
+    for folder in ("beta", "gamma", "real", "pipe", "sweep"):
         _write(project / "src" / folder / "train.py", "print('training')\n")
     (project / "linked").symlink_to("src/real")
     _write(project / "envs" / "gamma.yml", f"image: {IMAGE}\nconda_file: conda.yml\n")
@@ -119,6 +135,11 @@ CASES: list[tuple[str, Callable[[Path], None], bool, list[str], list[str]]] = [
     ("its code folder", _append("src/gamma/train.py", "print(1)\n"), True, ["gamma"], []),
     ("a code folder reached through a symbolic link", _append("src/real/train.py", "print(1)\n"), True,
      ["delta"], []),
+    ("a pipeline step's component file", _append("components/step.yml", "description: x\n"), True, ["pipe"], []),
+    ("the file: environment a component names", _append("components/env.yml", "description: x\n"), True,
+     ["pipe"], []),
+    ("a component's code folder", _append("src/pipe/train.py", "print(1)\n"), True, ["pipe"], []),
+    ("a sweep trial's code folder", _append("src/sweep/train.py", "print(1)\n"), True, ["pipe"], []),
     ("a workload under jobs/ (runs and fabric checks)", _append("jobs/workloads/train_ddp.py", "# x\n"), True,
      ["alpha"], []),
     ("its pack config", _append("policies/config.beta.json", "{}\n"), True, ["beta"], []),
@@ -196,16 +217,16 @@ def test_the_command_plans_the_changed_stacks_and_reports_the_deleted_ones(
     assert code == 0, err
     document = json.loads(out)
     assert [s["stack"] for s in document["stacks"]] == ["beta"]
-    assert document["changed_since"] == {"ref": base, "commit": base, "unchanged": ["alpha", "delta"],
+    assert document["changed_since"] == {"ref": base, "commit": base, "unchanged": ["alpha", "delta", "pipe"],
                                          "deleted": ["gamma"]}
     assert sorted(p.name for p in (project / "build").iterdir()) == ["beta"]
-    assert f"Changed since {base[:12]}: 1 of 3 stack(s) to plan: beta (src/beta/train.py)." in err
+    assert f"Changed since {base[:12]}: 1 of 4 stack(s) to plan: beta (src/beta/train.py)." in err
     assert f"Deleted since {base[:12]}: stack 'gamma' (Pulumi.gamma.yaml): nothing to plan." in err
 
     code, out, _ = _plan(project, capsys, "--all", "--changed-since", "HEAD")
     assert code == 0
     head = _git(repo, "rev-parse", "HEAD")
-    assert "0 stacks planned" in out and f"3 stacks unchanged since HEAD ({head[:12]}): not planned." in out
+    assert "0 stacks planned" in out and f"4 stacks unchanged since HEAD ({head[:12]}): not planned." in out
 
 
 @pytest.mark.parametrize(("ref", "message"), [

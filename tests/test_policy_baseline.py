@@ -1,5 +1,6 @@
-"""The compliant baseline every policy test mutates: the dev stack plus five runs, one per launch style,
-as the real program plans it (``tests/fixtures/policy-baseline.json``).
+"""The compliant baseline every policy test mutates: the dev stack plus five runs, one per launch style, a
+pipeline (a distributed training step, then an evaluation bound to its output) and a sweep over distributed
+trials, as the real program plans it (``tests/fixtures/policy-baseline.json``).
 
 The fixture is the recorded output of the real plan; the test below re-plans the baseline stack and
 fails when the program's wire shape drifts from it. Regenerate after an intended change with
@@ -59,13 +60,49 @@ _RUNS: list[dict[str, Any]] = [
         "environment": "tf-gpu", "compute": "gpu-a100", "resources": {"instance_count": 2},
         "distribution": {"type": "tensorflow", "worker_count": 2}, "limits": {"timeout": 7200},
     },
+    {
+        "name": "train-eval", "type": "pipeline", "settings": {"default_compute": "gpu-a100"},
+        "inputs": {"epochs": 2},
+        "jobs": {
+            "train": {
+                "code": "jobs/workloads",
+                "command": "python train_ddp.py --epochs ${{inputs.epochs}} --checkpoint-dir ${{outputs.checkpoints}}",
+                "environment": "acpt-pytorch", "inputs": {"epochs": "${{parent.inputs.epochs}}"},
+                "outputs": {"checkpoints": {"type": "uri_folder"}}, "resources": {"instance_count": 2},
+                "distribution": {"type": "pytorch", "process_count_per_instance": 8}, "limits": {"timeout": 7200},
+            },
+            "evaluate": {
+                "code": "jobs/workloads",
+                "command": "python evaluate.py --checkpoint-dir ${{inputs.checkpoints}} "
+                           "--report-dir ${{outputs.report}}",
+                "environment": "acpt-pytorch", "inputs": {"checkpoints": "${{parent.jobs.train.outputs.checkpoints}}"},
+                "outputs": {"report": {"type": "uri_folder"}},
+                "distribution": {"type": "pytorch", "process_count_per_instance": 8}, "limits": {"timeout": 3600},
+            },
+        },
+    },
+    {
+        "name": "lr-sweep", "type": "sweep", "compute": "gpu-a100",
+        "trial": {
+            "code": "jobs/workloads", "command": "python train_ddp.py --epochs 2 --lr ${{search_space.lr}}",
+            "environment": "acpt-pytorch", "resources": {"instance_count": 2},
+            "distribution": {"type": "pytorch", "process_count_per_instance": 8},
+        },
+        "search_space": {"lr": {"type": "loguniform", "min_value": -9.2, "max_value": -4.6}},
+        "sampling_algorithm": "random", "objective": {"goal": "minimize", "primary_metric": "loss"},
+        "limits": {"max_total_trials": 4, "max_concurrent_trials": 1, "trial_timeout": 7200, "timeout": 28800},
+    },
 ]
 
 
 def baseline_stack_config() -> dict[str, Any]:
-    """The baseline stack file's ``config`` mapping: the shipped dev stack plus the five runs."""
+    """The baseline stack file's ``config`` mapping: the shipped dev stack plus the five runs, the pipeline and
+    the sweep."""
     config = json.loads(json.dumps(_dev_config()))
     config["aml-gpu-training:jobs"] = copy.deepcopy(_RUNS)
+    # The secure default: a storage account without public access. The dev stack's operator range is its path
+    # for build-context uploads, not a default the rules start from.
+    config["aml-gpu-training:network"].pop("operator_ip_ranges", None)
     return config
 
 
@@ -107,6 +144,11 @@ class Baseline:
         """The props of run ``name`` (what ``ResolvedRun.from_props`` reads), to mutate."""
         return self.one(RUN_TYPE, name)["inputs"]
 
+    def job(self, token: str, name: str) -> dict[str, Any]:
+        """The spec of pipeline or sweep ``name`` (its component's props), to mutate."""
+        spec: dict[str, Any] = self.one(token, name)["inputs"]["spec"]
+        return spec
+
     def drop(self, token: str, name: str) -> None:
         self.resources.remove(self.one(token, name))
 
@@ -120,7 +162,27 @@ class Baseline:
                                   file="Pulumi.baseline.yaml", root=ROOT)
 
     def evaluate(self, *, pack_config: dict[str, Any] | None = None, today: dt.date = TODAY) -> Report:
-        return evaluate(self.resources, self.runs, self.stack(), pack_config=pack_config, today=today)
+        settings = {k: v for k, v in self.config.items() if not k.startswith("aml-gpu-training:")}
+        return evaluate(self.resources, self.runs, self.stack(), pack_config=pack_config, today=today,
+                        stack_name=STACK_NAME, stack_settings=settings)
+
+
+STACK_NAME = "baseline"
+"""The baseline's stack name (CrossGuard reads it from the resource URNs)."""
+
+
+def fingerprint_of(b: Baseline, rule: str, owner: str | None = None) -> str:
+    """The fingerprint of ``b``'s one finding of ``rule`` (for ``owner``): what a waiver of it names."""
+    found = [f for f in b.evaluate().findings if f.rule.id == rule and owner in (None, f.owner.name)]
+    assert len(found) == 1, [f.text for f in found]
+    return found[0].fingerprint
+
+
+def sarif_fingerprint(folder: Path, rule: str) -> str:
+    """The fingerprint of the one finding of ``rule`` in a plan folder's ``policy.sarif``."""
+    results = json.loads((folder / "policy.sarif").read_text())["runs"][0]["results"]
+    (found,) = [r for r in results if r["ruleId"] == rule]
+    return str(found["partialFingerprints"]["amlgpuFinding/v1"])
 
 
 def baseline() -> Baseline:

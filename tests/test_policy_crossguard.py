@@ -10,6 +10,7 @@ and talks to it over the analyzer gRPC protocol, as ``pulumi preview --policy-pa
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -36,10 +37,10 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 from policies.catalogue import BY_ID, RULES
 from policies.crossguard import policies
 from tests.conftest import ROOT
-from tests.test_policy_baseline import Baseline, baseline
+from tests.test_policy_baseline import STACK_NAME, Baseline, baseline
 from tests.test_policy_rules import CASES, Case, both
 
-STACK = "baseline"
+STACK = STACK_NAME
 
 
 def _wire_to_engine(inputs: Mapping[str, Any]) -> Any:
@@ -96,9 +97,13 @@ def stack_args(b: Baseline, config: Mapping[str, Any] | None = None) -> StackVal
         for r in b.resources
     }
     by_name = {r["name"]: r for r in b.resources if r["type"].startswith("aml-gpu-training:")}
+    by_key = {(r["type"], r["name"]): policy_resources[id(r)] for r in b.resources}
     for r in b.resources:
         if r["parent"]:
             policy_resources[id(r)].parent = policy_resources[id(by_name[r["parent"]])]
+        policy_resources[id(r)].dependencies = [by_key[(d["type"], d["name"])]
+                                                for d in (r.get("options") or {}).get("dependsOn", [])
+                                                if (d["type"], d["name"]) in by_key]
     return StackValidationArgs(list(policy_resources.values()), dict(config or {}))
 
 
@@ -135,11 +140,19 @@ def test_every_rule_is_a_policy_of_the_right_kind(pack: dict[str, Any]) -> None:
             assert set(policy.config_schema.properties) == set(rule.parameters)
 
 
+def pulumi_config(b: Baseline) -> str:
+    """``PULUMI_CONFIG`` as Pulumi hands it to a policy pack: every key, values as strings (JSON for others)."""
+    return json.dumps({k: v if isinstance(v, str) else json.dumps(v) for k, v in b.config.items()})
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.rule)
-def test_crossguard_reports_what_the_offline_gate_reports(case: Case, pack: dict[str, Any]) -> None:
+def test_crossguard_reports_what_the_offline_gate_reports(
+    case: Case, pack: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     for mutation in (case.comply, both(case.comply, case.violate)):
         b = baseline()
         mutation(b)
+        monkeypatch.setenv("PULUMI_CONFIG", pulumi_config(b))
         offline = sorted(f.text for f in b.evaluate(today=dt.date.today()).findings if f.rule.id == case.rule)
         crossguard = reported(pack[case.rule], b)
         assert sorted(message for message, _ in crossguard) == offline
@@ -185,11 +198,19 @@ def _project_with_waivers(tmp_path: Path, *waivers: dict[str, Any]) -> dict[str,
     return {p.name: p for p in policies(tmp_path)}
 
 
-def test_waivers_from_the_stack_file_are_honoured_and_reported(tmp_path: Path) -> None:
-    pack = _project_with_waivers(tmp_path, {"rule": "run-gpus-left-idle", "resource": "ddp-per-process",
-                                            "reason": "pipeline parallel, two GPUs per process"})
+def _idle_gpus() -> tuple[Baseline, str]:
+    """The baseline with run ddp-per-process leaving 4 GPUs idle, and that finding's fingerprint."""
     b = baseline()
     b.run("ddp-per-process")["spec"]["distribution"]["process_count_per_instance"] = 4
+    (finding,) = [f for f in b.evaluate(today=dt.date.today()).findings if f.rule.id == "run-gpus-left-idle"]
+    return b, finding.fingerprint
+
+
+def test_waivers_from_the_stack_file_are_honoured_and_reported(tmp_path: Path) -> None:
+    b, fingerprint = _idle_gpus()
+    pack = _project_with_waivers(tmp_path, {"rule": "run-gpus-left-idle", "resource": "ddp-per-process",
+                                            "reason": "pipeline parallel, two GPUs per process",
+                                            "fingerprint": fingerprint})
     assert reported(pack["run-gpus-left-idle"], b) == []
     waived = reported(pack["policy-waived-findings"], b)
     assert [m for m, _ in waived] == [
@@ -205,7 +226,7 @@ def test_a_waiver_for_an_unknown_resource_fails_the_waiver_policy(tmp_path: Path
     pack = _project_with_waivers(tmp_path, {"rule": "run-gpus-left-idle", "resource": "no-such-run",
                                             "reason": "typo in the run name here"})
     (message,) = [m for m, _ in reported(pack["policy-waivers"], baseline())]
-    assert message.startswith(f"Pulumi.{STACK}.yaml: aml-gpu-training:waivers[0].resource: no resource or run")
+    assert message.startswith(f"Pulumi.{STACK}.yaml  aml-gpu-training:waivers[0].resource  no resource or run")
 
 
 def test_the_real_pack_answers_the_analyzer_protocol() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from model.errors import ConfigError
 from policies.packconfig import load
-from tests.conftest import ROOT
-from tests.test_policy_baseline import TODAY, Baseline, baseline
+from tests.conftest import ROOT, shipped_stack_names
+from tests.test_policy_baseline import TODAY, Baseline, baseline, fingerprint_of
 
 
 def with_waivers(b: Baseline, *waivers: dict[str, Any]) -> Baseline:
@@ -30,7 +30,8 @@ def idle_gpus(b: Baseline) -> Baseline:
 
 
 WAIVER = {"rule": "run-gpus-left-idle", "resource": "ddp-per-process",
-          "reason": "Pipeline-parallel model: each process drives two GPUs.", "expires": "2026-07-31"}
+          "reason": "Pipeline-parallel model: each process drives two GPUs.", "expires": "2026-07-31",
+          "fingerprint": fingerprint_of(idle_gpus(baseline()), "run-gpus-left-idle")}
 
 
 def test_an_active_waiver_excuses_the_finding_but_keeps_it_counted() -> None:
@@ -139,7 +140,7 @@ def test_findings_point_at_the_declaration_in_the_stack_file() -> None:
     assert by_rule["compute-no-node-public-ip"] == ("aml-gpu-training:clusters", 0, "enable_node_public_ip")
 
 
-@pytest.mark.parametrize("stack", sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml")))
+@pytest.mark.parametrize("stack", shipped_stack_names())
 def test_shipped_stacks_have_no_mandatory_finding(stack: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "amlgpu", "plan", "--stack", stack, "--out", str(tmp_path), "--format", "json"],

@@ -32,7 +32,7 @@ def _found(b: Baseline, rule: str, pack: dict[str, Any] | None = None) -> list[s
 
 @pytest.mark.parametrize(
     ("ranges", "count"),
-    [(("0.0.0.0/0",), 1), (("0.0.0.0/1", "128.0.0.0/1"), 2), (("10.0.0.0/7",), 1), (("203.0.113.7",), 0),
+    [(("0.0.0.0/0",), 1), (("0.0.0.0/1", "128.0.0.0/1"), 1), (("10.0.0.0/7",), 1), (("203.0.113.7",), 0),
      (("203.0.113.0/24", "198.51.100.0/22"), 0), (("52.0.0.0/8",), 0), (("not-an-address",), 0)],
 )
 def test_an_operator_range_that_opens_the_storage_firewall(ranges: tuple[str, ...], count: int) -> None:

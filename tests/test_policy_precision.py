@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from infra import capabilities
+from infra.secrets import judge, secrets_in_definition
 from jobs.resolve import resolve_run
 from model.errors import ConfigError
 from policies.packconfig import STRICT_CONFIG, load, resolve
 from policies.rules import runs as rules
-from policies.secrets import judge, secrets_in_definition
 from tests.conftest import ROOT
 from tests.test_jobs_resolve import declared, stack
 
@@ -44,6 +44,25 @@ CONNECTION = ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=" + "Zm9v
     ("--api-key", "3f9a0c1e7b5d2a8c4e6f1b3d5a7c9e0f", "a credential name with a high-entropy literal value"),
     ("DB_PASSWORD", "hunter2", "a password name with a literal value"),
     ("DB_PASSWORD", "secrets/db-password.txt", None),
+    # Formats the detector used to miss.
+    ("ANY", "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey="
+     "Ab3dE5gH7jK9mN1pQ3sT5vX7zB9dF1hJ2kL4mN6pQ8=", "holds a Service Bus or Event Hubs shared access key"),
+    ("ANY", "Ab3dE5gH" * 10 + "7jK9mN==", "holds a storage account key"),
+    ("ANY", "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "holds a Google API key"),
+    ("ANY", "https://hooks.slack.com/services/T0A1B2C3D/B0A1B2C3D/" + "a1B2c3D4e5F6g7H8i9J0k1L2",
+     "holds a Slack webhook"),
+    ("ANY", "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "holds an npm token"),
+    ("ANY", "pypi-AgEIcHlwaS5vcmc" + "Ab3dE5gH" * 9, "holds a PyPI token"),
+    ("ANY", "sk_" + "live_" + "a1B2c3D4e5F6g7H8i9J0k1L2", "holds a Stripe key"),
+    ("--repo", "https://bot:s3cr3tP4ss@github.com/org/repo.git", "holds a password in a URL"),
+    ("-H", "Authorization: Bearer a1B2c3D4e5F6g7H8", "holds an Authorization header"),
+    ("ANY", "Xy18Q~" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7", "holds a Microsoft Entra client secret"),
+    # References and published values are not secrets.
+    ("HF_TOKEN", "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/hf-token)", None),
+    ("--repo", "https://bot:${GH_TOKEN}@github.com/org/repo.git", None),
+    ("-H", "Authorization: Bearer $TOKEN", None),
+    ("AZURE_STORAGE_KEY",
+     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", None),
 ])
 def test_secrets_are_judged_by_value(key: str, value: str, kind: str | None) -> None:
     assert judge(key, value) == kind
@@ -60,6 +79,10 @@ def test_secrets_are_judged_by_value(key: str, value: str, kind: str | None) -> 
     ({"command": "python train.py", "inputs": {"token": HF}}, ["input token (holds a Hugging Face token)"]),
     ({"command": "python train.py", "tags": {"owner": "team", "aws": AWS}}, ["tag aws (holds an AWS access key id)"]),
     ({"command": "python train.py --deepspeed_config ds_config.json --ssh-key generated-key --lr 3e-05"}, []),
+    ({"command": "wandb login 3f9a0c1e7b5d2a8c4e6f1b3d5a7c9e0f2b4d6a8c && python train.py"},
+     ["command argument (holds a Weights & Biases API key)"]),
+    ({"command": "curl -H 'Authorization: Bearer a1B2c3D4e5F6g7H8' https://x && python train.py --password $PW"},
+     ["command argument -H (holds an Authorization header)"]),
 ])
 def test_one_detector_reads_command_inputs_and_tags(spec: dict[str, Any], found: list[str]) -> None:
     assert secrets_in_definition(spec) == found

@@ -16,7 +16,7 @@ from policies.catalogue import RULES
 from policies.engine import Report
 from policies.sarif import to_sarif
 from policies.summary import markdown
-from tests.test_policy_baseline import Baseline, baseline
+from tests.test_policy_baseline import Baseline, baseline, fingerprint_of
 
 SCHEMA = json.loads((Path(__file__).parent / "fixtures" / "sarif-schema-2.1.0.json").read_text())
 
@@ -27,9 +27,10 @@ def failing(b: Baseline) -> Baseline:
     b.run("torchrun-per-node")["spec"]["environment_variables"]["MASTER_PORT"] = "29500"
     b.inputs("azure-native:machinelearningservices:Compute", "gpu-a100")["properties"]["properties"][
         "enableNodePublicIp"] = True
+    idle = fingerprint_of(b, "run-gpus-left-idle")
     b.config["aml-gpu-training:waivers"] = [
         {"rule": "run-gpus-left-idle", "resource": "ddp-per-process", "reason": "Two GPUs per process | pipeline",
-         "expires": "2026-07-31"},
+         "expires": "2026-07-31", "fingerprint": idle},
         {"rule": "compute-scale-to-zero", "resource": "gpu-a100", "reason": "a warm pool for the launch demo",
          "expires": "2026-01-31"},
     ]

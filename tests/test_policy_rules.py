@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model.config import build
 from policies.catalogue import BY_ID, RULES
@@ -35,6 +36,8 @@ CONTAINER = "azure-native:storage:BlobContainer"
 INSIGHTS = "azure-native:applicationinsights:Component"
 LOGS = "azure-native:operationalinsights:Workspace"
 VNET = "azure-native:network:VirtualNetwork"
+UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
+ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 WORKSPACE = "mlw-gpu-dev"
 CLUSTER = "gpu-a100"
@@ -82,6 +85,22 @@ def run_setting(run: str, path: str, value: Any) -> Mutation:
     return mutate
 
 
+def job_setting(token: str, name: str, path: str, value: Any) -> Mutation:
+    """Set (or delete, with ``...``) a key of a pipeline's or sweep's spec (``limits.timeout``...)."""
+
+    def mutate(b: Baseline) -> None:
+        target = b.job(token, name)
+        *parents, last = path.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        if value is ...:
+            target.pop(last, None)
+        else:
+            target[last] = value
+
+    return mutate
+
+
 def priced_h100(b: Baseline) -> None:
     """The cluster on Standard_ND96isr_H100_v5 in eastus2: priced in the shipped table (98.32 USD/h)."""
     b.inputs(COMPUTE, CLUSTER)["location"] = "eastus2"
@@ -100,6 +119,16 @@ def drop(token: str, name: str) -> Mutation:
     return lambda b: b.drop(token, name)
 
 
+def unwait(token: str, name: str, *types: str) -> Mutation:
+    """The resource no longer waits for its dependencies of ``types`` (as the program planned before)."""
+
+    def mutate(b: Baseline) -> None:
+        options = b.one(token, name)["options"]
+        options["dependsOn"] = [d for d in options["dependsOn"] if d["type"] not in types]
+
+    return mutate
+
+
 def without_capability(run: str, capability: str, *, known: bool = True) -> Mutation:
     """The run's environment without ``capability``: known to lack it, or (``known=False``) unknown."""
     def mutate(b: Baseline) -> None:
@@ -108,6 +137,14 @@ def without_capability(run: str, capability: str, *, known: bool = True) -> Muta
             env["capabilities"].remove(capability)
         if known:
             env.setdefault("absent", []).append(capability)
+
+    return mutate
+
+
+def launch_setting(run: str, **fields: Any) -> Mutation:
+    """Change the first launch a run's command starts (its :class:`jobs.topology.Launch` props)."""
+    def mutate(b: Baseline) -> None:
+        b.run(run)["launches"][0].update(fields)
 
     return mutate
 
@@ -216,6 +253,13 @@ CASES = [
          WORKSPACE, "admits 1 public IP range", comply=setting(WS, "hbiWorkspace", True)),
     Case("workspace-image-build-compute", setting(WS, "imageBuildCompute", ...), WORKSPACE,
          "imageBuildCompute is not set"),
+    # deploy order (policies/rules/deploy_order.yaml)
+    Case("deploy-order-compute-after-workspace-endpoint", unwait(COMPUTE, CLUSTER, PE, DNS_GROUP), CLUSTER,
+         "created without waiting for the workspace's private endpoint 'mlw-gpu-dev-workspace-pe'"),
+    Case("deploy-order-upload-after-blob-endpoint", unwait(UPLOAD, "horovod-1-context", PE, DNS_GROUP), "horovod",
+         "without waiting for the DNS zone group of the blob private endpoint 'mlw-gpu-dev-storage-blob-dns'"),
+    Case("deploy-order-upload-after-data-role", unwait(UPLOAD, "tf-gpu-1-context", ASSIGNMENT), "tf-gpu",
+         "without waiting for the Storage Blob Data Contributor assignment on the container"),
     Case("data-resources-protected", lambda b: b.one(STORAGE)["options"].pop("protect"), WORKSPACE, "not protected"),
     # storage, key vault, registry
     Case("storage-no-public-blob-access", setting(STORAGE, "allowBlobPublicAccess", True), WORKSPACE, "allowed"),
@@ -230,8 +274,8 @@ CASES = [
     Case("storage-public-network-disabled", setting(STORAGE, "publicNetworkAccess", "Enabled"), WORKSPACE,
          "public network access is Enabled"),
     Case("storage-sas-policy", setting(STORAGE, "sasPolicy", ...), WORKSPACE, "no SAS expiration policy"),
-    Case("storage-replication-redundant", setting(STORAGE, "sku.name", "Standard_LRS"), WORKSPACE,
-         "replication is Standard_LRS", comply=setting(STORAGE, "sku.name", "Standard_ZRS")),
+    Case("storage-replication-redundant", setting(STORAGE, "sku.name", "Standard_ZRS"), WORKSPACE,
+         "replication is Standard_ZRS", comply=setting(STORAGE, "sku.name", "Standard_GZRS")),
     Case("monitoring-public-access-disabled", setting(INSIGHTS, "publicNetworkAccessForQuery", "Enabled"), WORKSPACE,
          "queried from public networks"),
     Case("monitoring-public-ingestion-disabled", setting(LOGS, "publicNetworkAccessForIngestion", "Enabled"),
@@ -279,7 +323,7 @@ CASES = [
     Case("compute-scale-settings-valid", lambda b: aml(b)["scaleSettings"].update(minNodeCount=3), CLUSTER,
          "minNodeCount 3 is greater than maxNodeCount 2"),
     Case("compute-scale-to-zero", lambda b: aml(b)["scaleSettings"].update(minNodeCount=1), CLUSTER,
-         "keeps 1 node(s) running"),
+         "keeps 1 Standard_ND96asr_v4 node(s) running"),
     Case("compute-idle-scale-down", lambda b: aml(b)["scaleSettings"].update(nodeIdleTimeBeforeScaleDown="PT2H"),
          CLUSTER, "120 minutes"),
     Case("compute-instance-idle-shutdown", compute_instance(None), WORKSPACE, "no idle shutdown",
@@ -291,6 +335,9 @@ CASES = [
     Case("compute-max-nodes", lambda b: aml(b)["scaleSettings"].update(maxNodeCount=64), CLUSTER,
          "64 nodes, above the cap of 32"),
     # environments
+    Case("environment-secrets-in-build-context",
+         setting("aml-gpu-training:infra:Environment", "context_secrets", [".env", "id_rsa"], "tf-gpu"), "tf-gpu",
+         "build context 'environments/tensorflow' holds a credential in id_rsa"),
     Case("environment-image-pinned",
          setting(ENV_VERSION, "properties.image", "mcr.microsoft.com/azureml/curated/acpt-pytorch:latest",
                  "acpt-pytorch-1"), "acpt-pytorch", ":latest"),
@@ -330,6 +377,15 @@ CASES = [
     Case("run-notebook-service-user-identity",
          run_setting("torchrun-per-node", "spec.services", {"nb": {"type": "jupyter_lab"}}), "torchrun-per-node",
          "runs with identity unset, not user_identity"),
+    Case("identity-attached-allowed",
+         setting(COMPUTE, "identity", {"type": "SystemAssigned,UserAssigned", "userAssignedIdentities": [
+             "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-github-oidc/providers/"
+             "Microsoft.ManagedIdentity/userAssignedIdentities/id-aml-gpu-deployer"]}, CLUSTER),
+         CLUSTER, "attaches user-assigned identity /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/"
+         "rg-github-oidc/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-aml-gpu-deployer"),
+    Case("stack-provider-settings-allowed",
+         lambda b: b.config.__setitem__("azure-native:clientId", "44444444-4444-4444-4444-444444444444"),
+         WORKSPACE, "sets azure-native:clientId, a provider or engine setting the pack config does not allow"),
     Case("storage-operator-ranges-not-open",
          setting(STORAGE, "networkRuleSet.ipRules", [{"iPAddressOrRange": "0.0.0.0/0", "action": "Allow"}]),
          WORKSPACE, "lets the whole internet through the storage firewall",
@@ -370,10 +426,13 @@ CASES = [
          "HF_TOKEN (holds a Hugging Face token)"),
     Case("run-secrets-in-code", run_setting("ddp-per-process", "code_findings", ["ssh/id_rsa"]), "ddp-per-process",
          "holds a credential in ssh/id_rsa"),
+    Case("secrets-scan-incomplete", run_setting("ddp-per-process", "code_unscanned", ["data/weights.bin"]),
+         "ddp-per-process", "1 file(s) past the 256 MiB scan budget were not read to the end: data/weights.bin"),
     Case("run-low-priority-multi-node", run_setting("ddp-per-process", "cluster.tier", "low_priority"),
          "ddp-per-process", "one preemption ends the run"),
     Case("run-tensorflow-task-count", run_setting("tf-multiworker", "spec.distribution.worker_count", 3),
-         "tf-multiworker", "3 worker(s) + 0 parameter server(s) on 2 node(s)"),
+         "tf-multiworker", "3 worker(s) on 2 node(s): Azure ML runs one worker per node",
+         comply=run_setting("tf-multiworker", "spec.distribution.parameter_server_count", 1)),
     Case("run-tensorflow-parameter-servers",
          both(run_setting("tf-multiworker", "spec.distribution.worker_count", 1),
               run_setting("tf-multiworker", "spec.distribution.parameter_server_count", 1)),
@@ -382,6 +441,52 @@ CASES = [
          run_setting("tf-multiworker", "spec.command", "python tf_mnist_multiworker.py --task_type master"),
          "tf-multiworker",
          "'master'"),
+    # pipelines and sweeps: the composition of runs
+    Case("pipeline-binding-unknown",
+         job_setting(PIPELINE_TYPE, "train-eval", "jobs.evaluate.inputs.checkpoints",
+                     "${{parent.jobs.trian.outputs.checkpoints}}"),
+         "train-eval/evaluate", "the pipeline has no step 'trian' (steps: evaluate, train)"),
+    Case("pipeline-step-cycle",
+         job_setting(PIPELINE_TYPE, "train-eval", "jobs.train.inputs.report",
+                     "${{parent.jobs.evaluate.outputs.report}}"),
+         "train-eval", "steps evaluate -> train -> evaluate wait on each other's outputs"),
+    Case("sweep-concurrent-trials-exceed-cluster",
+         job_setting(SWEEP_TYPE, "lr-sweep", "limits.max_concurrent_trials", 4),
+         "lr-sweep", "4 concurrent trial(s) of 2 node(s) need 8 nodes; cluster gpu-a100 scales to 2: 1 trial(s) run at "
+         "once, the other 3 wait in the queue"),
+    Case("sweep-timeout-below-trial-timeout", job_setting(SWEEP_TYPE, "lr-sweep", "limits.timeout", 3600), "lr-sweep",
+         "limits.timeout 3600s cancels the sweep before a trial reaches its trial_timeout of 7200s"),
+    Case("run-copies-without-process-group",
+         run_setting("ddp-per-process", "scripts_without_process_group", ["prep.py"]), "ddp-per-process",
+         "prep.py joins no process group and is started 16 times: 15 duplicate copies"),
+    Case("run-image-cuda-supports-gpu",
+         both(run_setting("ddp-per-process", "environment.cuda", "10.2"),
+              run_setting("ddp-per-process", "environment.cuda_from", "image nvidia/cuda:10.2-cudnn7-devel"),
+              run_setting("ddp-per-process", "environment.cuda_certain", True)),
+         "ddp-per-process", "image nvidia/cuda:10.2-cudnn7-devel is CUDA 10.2; Standard_ND96asr_v4 (A100, Ampere "
+         "sm_80) needs CUDA 11.0 or later"),
+    Case("run-image-cuda-hint",
+         both(run_setting("ddp-per-process", "environment.cuda", "10.1"),
+              run_setting("ddp-per-process", "environment.cuda_from", "image azureml:AzureML-pytorch-cuda10.1:1")),
+         "ddp-per-process", "the name says so, which may not be the content: image azureml:AzureML-pytorch-cuda10.1:1 "
+         "is CUDA 10.1"),
+    Case("run-runtime-override",
+         run_setting("torchrun-per-node", "spec.environment_variables.AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE",
+                     '{"capabilities_registry": {"registry": {"url": "commonruntimedev.azurecr.io"}, '
+                     '"regional_tag_prefix": false}}'),
+         "torchrun-per-node", "sets AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE: Azure ML's job runtime is pulled from "
+         "another registry to commonruntimedev.azurecr.io"),
+    Case("run-legacy-batchai-variables",
+         run_setting("ddp-per-process", "legacy_variables", ["train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"]),
+         "ddp-per-process", "the current runtime does not set: train.py:3 AZ_BATCHAI_MPI_MASTER_NODE"),
+    Case("run-launcher-node-count", launch_setting("torchrun-per-node", nodes=[4, 4], nodes_from="--nnodes 4"),
+         "torchrun-per-node", "waits for 4 node(s) (--nnodes 4); the run has 2 (resources.instance_count)"),
+    Case("run-launcher-rendezvous",
+         launch_setting("torchrun-per-node", rendezvous="each node alone", rendezvous_from="--standalone"),
+         "torchrun-per-node", "--standalone: each node waits on its own localhost for 2 node(s) that never come"),
+    Case("run-launch-topology-unknown",
+         launch_setting("torchrun-per-node", unknown=["--nnodes $N: the nodes it waits for: `$N` is only known"]),
+         "torchrun-per-node", "cannot tell: `torchrun --nproc_per_node 8 --nnodes 2"),
     Case("run-cluster-matches-plan", run_setting("ddp-per-process", "cluster.max_instances", 4), "ddp-per-process",
          "resolved against max nodes 4"),
     Case("run-environment-matches-plan", run_setting("ddp-per-process", "environment.id", "azureml:acpt-pytorch:2"),
@@ -544,3 +649,19 @@ def test_seed_examples_wrong_for_their_cluster_are_caught(plan_variant: Any) -> 
     found = {(f.rule.id, f.owner.name) for f in report.findings if f.enforcement == f.rule.enforcement}
     for run, rule in SEED_RUNS:
         assert (rule, run["name"]) in found, f"{run['name']}: {sorted(found)}"
+
+
+def test_a_pipeline_step_is_found_located_and_waived_by_its_qualified_name() -> None:
+    b = baseline()
+    b.run("train-eval/train")["spec"]["environment_variables"] = {"NCCL_IB_DISABLE": "1"}
+    (finding,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert finding.text.startswith("run 'train-eval/train': NCCL_IB_DISABLE='1'")
+    index = [job["name"] for job in b.config["aml-gpu-training:jobs"]].index("train-eval")
+    assert finding.location == ("aml-gpu-training:jobs", index, "jobs", "train", "environment_variables")
+    b.config["aml-gpu-training:waivers"] = [{
+        "rule": "run-infiniband-disabled", "resource": "train-eval/train", "expires": "2026-07-01",
+        "reason": "INC-1234: the fabric of this cluster is being replaced; TCP until the new one is certified",
+        "fingerprint": finding.fingerprint,
+    }]
+    (waived,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
+    assert waived.waived and waived.owner.name == "train-eval/train"

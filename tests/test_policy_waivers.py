@@ -7,7 +7,9 @@ Each attack of the issue is a row: a stack file that waives a critical finding, 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from policies.packconfig import load
 from policies.summary import markdown
 from policies.waivers import changed, from_records, to_records
 from tests.conftest import NS, ROOT, make_project
-from tests.test_policy_baseline import TODAY, Baseline, baseline
+from tests.test_policy_baseline import TODAY, Baseline, baseline, fingerprint_of, sarif_fingerprint
 
 CONNECTION_STRING = (
     "DefaultEndpointsProtocol=https;AccountName=stdata;AccountKey=" + "Zm9vYmFy" * 11
@@ -43,8 +45,17 @@ def idle_gpus(b: Baseline) -> Baseline:
     return b
 
 
+@functools.cache
+def _fingerprints() -> dict[str, str]:
+    """The fingerprint of the finding each rule waived here has (the run's idle GPUs, its secret)."""
+    return {"run-gpus-left-idle": fingerprint_of(idle_gpus(baseline()), "run-gpus-left-idle"),
+            "run-secrets-in-environment-variables": fingerprint_of(with_secret(baseline()),
+                                                                   "run-secrets-in-environment-variables")}
+
+
 def waiver(rule: str = "run-gpus-left-idle", **fields: Any) -> dict[str, Any]:
-    return {"rule": rule, "resource": "ddp-per-process", "reason": REASON, "expires": SOON, **fields}
+    return {"rule": rule, "resource": "ddp-per-process", "reason": REASON, "expires": SOON,
+            "fingerprint": _fingerprints().get(rule), **fields}
 
 
 def evaluate(b: Baseline, waivers: list[dict[str, Any]], pack: dict[str, Any] | None = None, stack: str = "dev") -> Any:
@@ -216,16 +227,20 @@ def test_plan_refuses_a_critical_stack_file_waiver_with_exit_2(
     monkeypatch.chdir(project)
     assert main(["plan", "--stack", "dev"]) == 2
     err = capsys.readouterr().err
-    assert f"Pulumi.dev.yaml: {NS}:waivers[0].rule: rule run-secrets-in-environment-variables is critical" in err
+    assert re.search(rf"Pulumi\.dev\.yaml:\d+:\d+  {NS}:waivers\[0\]\.rule  rule run-secrets-in-environment-variables "
+                     "is critical", err), err
     assert not (project / "build").exists()
 
-    # The platform owners' pack config (policies/config.json, read by default) can grant it.
-    (project / "policies").mkdir()
-    granted = {"stack": "dev", "rule": "run-secrets-in-environment-variables", "resource": run["name"],
-               "reason": "key rotated and removed in ML-7, this run only", "expires": soon}
-    (project / "policies" / "config.json").write_text(json.dumps({"policy-waivers": {"waivers": [granted]}}))
+    # The platform owners' pack config (policies/config.json, read by default) can grant it, for the finding
+    # the plan shows (its fingerprint).
     config[f"{NS}:waivers"] = []
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}))
+    assert main(["plan", "--stack", "dev"]) == 1
+    fingerprint = sarif_fingerprint(project / "build" / "dev", "run-secrets-in-environment-variables")
+    (project / "policies").mkdir()
+    granted = {"stack": "dev", "rule": "run-secrets-in-environment-variables", "resource": run["name"],
+               "reason": "key rotated and removed in ML-7, this run only", "expires": soon, "fingerprint": fingerprint}
+    (project / "policies" / "config.json").write_text(json.dumps({"policy-waivers": {"waivers": [granted]}}))
     assert main(["plan", "--stack", "dev"]) == 0
     verdict = (project / "build" / "dev" / "policy.md").read_text()
     assert f"waives **1 critical finding until {soon}** (pack config)" in verdict
@@ -261,9 +276,12 @@ def test_plan_against_a_base_folder_opens_with_the_waiver_the_change_adds(
 
     cluster = config[f"{NS}:clusters"][0]
     cluster["min_instances"] = 1  # compute-scale-to-zero (medium, advisory): the finding to waive
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}))
+    assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "review")]) == 0
     soon = (dt.date.today() + dt.timedelta(days=30)).isoformat()
     config[f"{NS}:waivers"] = [{"rule": "compute-scale-to-zero", "resource": cluster["name"],
-                                "reason": "one warm node for the launch week demo (ML-77)", "expires": soon}]
+                                "reason": "one warm node for the launch week demo (ML-77)", "expires": soon,
+                                "fingerprint": sarif_fingerprint(tmp_path / "review", "compute-scale-to-zero")}]
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}))
     assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "head"), "--base", str(tmp_path / "base")]) == 0
     verdict = (tmp_path / "head" / "policy.md").read_text()

@@ -7,7 +7,6 @@ leaves the process: a socket guard fails any test that opens a connection or res
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from amlgpu.commands import preflight as command
 from amlgpu.preflight import _allowed, demand
 from model.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
-from tests.replay_http import RecordedToken, Replay, transport
+from tests.replay_http import NO_HOST, RECORDED, RecordedToken, Replay, bearer_claims, transport
+from tests.replay_http import no_network as refuse_sockets
 
 SUB = "11111111-1111-1111-1111-111111111111"
 HUB = "22222222-2222-2222-2222-222222222222"
@@ -35,19 +35,34 @@ ZONES = ("privatelink.api.azureml.ms", "privatelink.azurecr.io", "privatelink.bl
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"network access in a test: {args[:2]}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    refuse_sockets(monkeypatch)
     for variable in ("AZURE_SUBSCRIPTION_ID", "ARM_SUBSCRIPTION_ID", "AZURE_CLIENT_ID", "AZURE_TENANT_ID",
                      "AZURE_CLIENT_SECRET", "AZURE_USERNAME", "AZURE_FEDERATED_TOKEN_FILE"):
         monkeypatch.delenv(variable, raising=False)
 
 
+NAMESPACES = ("Microsoft.MachineLearningServices", "Microsoft.Storage", "Microsoft.KeyVault",
+              "Microsoft.ContainerRegistry", "Microsoft.Insights", "Microsoft.OperationalInsights", "Microsoft.Network",
+              "Microsoft.ManagedIdentity", "Microsoft.DocumentDB", "Microsoft.Search")
+IMDS = "GET http://169.254.169.254/metadata/instance"
+
+
+def provider(namespace: str, state: str = "Registered") -> tuple[int, dict[str, Any]]:
+    """The recorded provider answer (tests/fixtures/arm-preflight/provider-registered.json) for ``namespace``."""
+    body = json.loads((RECORDED / "provider-registered.json").read_text())
+    body.update(id=f"/subscriptions/{SUB}/providers/{namespace}", namespace=namespace, registrationState=state)
+    return 200, body
+
+
 def common(location: str, group: str, workspace: str) -> dict[str, tuple[int, str | dict[str, Any]]]:
+    vault = load_stack("prod" if "prod" in workspace else "dev", ROOT).config.workspace.key_vault_name
     return {
+        **{f"{ARM}/subscriptions/{SUB}/providers/{ns}": provider(ns) for ns in NAMESPACES},
+        f"{ARM}/subscriptions/{SUB}/providers/Microsoft.MachineLearningServices/locations/{location}/vmSizes":
+            (200, f"aml-vm-sizes-{location}.json"),
+        f"{ARM}/subscriptions/{SUB}/providers/Microsoft.KeyVault/locations/{location}/deletedVaults/{vault}":
+            (404, "deleted-vault-not-found.json"),
+        IMDS: (NO_HOST, "not an Azure VM"),
         f"{ARM}/subscriptions/{SUB}/providers/Microsoft.Compute/skus": (200, f"compute-skus-{location}.json"),
         f"{ARM}/subscriptions/{SUB}/providers/Microsoft.MachineLearningServices/locations/{location}/usages":
             (200, "mls-usages.json"),
@@ -81,6 +96,10 @@ def prod_routes() -> dict[str, tuple[int, str | dict[str, Any]]]:
             (200, "permissions-reader.json"),
         f"{ARM}/subscriptions/{HUB}/resourceGroups/rg-dns-hub/providers/Microsoft.Authorization/permissions":
             (200, "permissions-reader.json"),
+        f"{ARM}/subscriptions/{HUB}/resourceGroups/rg-keys/providers/Microsoft.KeyVault/vaults/kv-ml-keys-prod":
+            (200, "key-vault-cmk.json"),
+        f"{ARM}/subscriptions/{SUB}/providers/Microsoft.KeyVault/locations/eastus2/deletedVaults/"
+        f"{load_stack('prod', ROOT).config.workspace.key_vault_name}": (200, "deleted-vault.json"),
     }
     for zone in ZONES:
         routes[f"{ARM}{HUB_DNS}/{zone}"] = (200, "private-dns-zone.json")
@@ -119,6 +138,10 @@ def test_a_ready_stack_passes_every_check(preflight: Run, tmp_path: Path) -> Non
     code, report, replay = preflight("--stack", "test", "--subscription", SUB, routes=dev_routes(), root=root)
     assert code == 0
     assert {name: status for name, (status, _, _) in rows(report).items()} == {
+        "resource providers": "OK",
+        "Azure ML size Standard_ND96asr_v4 (gpu-a100)": "OK",
+        "Azure ML size Standard_DS3_v2 (image-builder)": "OK",
+        "soft-deleted key vault": "OK",
         "size Standard_ND96asr_v4 (gpu-a100)": "OK",
         "quota standardNDASv4_A100Family dedicated": "OK",
         "quota standardDSv2Family dedicated": "OK",
@@ -132,9 +155,12 @@ def test_a_ready_stack_passes_every_check(preflight: Run, tmp_path: Path) -> Non
     assert rows(report)["quota standardNDASv4_A100Family dedicated"][1] == \
         "needs 192 vCPUs, 288 free (limit 384, 96 in use)"  # the workspace-scoped row of the same family is ignored
     arm_calls = [c for c in replay.calls if c.url and "management.azure.com" in c.url]
-    assert all(c.headers["Authorization"] == "Bearer recorded-token" for c in arm_calls)
+    assert all(bearer_claims(c)["aud"] == "https://management.azure.com" for c in arm_calls)
     assert all("api-version" in replay.query(c) for c in arm_calls)
     assert {c.method for c in replay.calls} == {"GET"}  # read-only
+    imds = next(c for c in replay.calls if "169.254.169.254" in str(c.url))
+    assert imds.headers["Metadata"] == "true" and replay.query(imds)["api-version"] == ["2021-02-01"]
+    assert "Authorization" not in imds.headers  # the token goes to Azure Resource Manager only
     skus = next(c for c in arm_calls if "/Microsoft.Compute/skus" in str(c.url))
     assert replay.query(skus)["$filter"] == ["location eq 'westeurope'"]
     log = next(c for c in arm_calls if "eventtypes" in str(c.url))
@@ -149,21 +175,36 @@ def prod_without_zone_ids(tmp_path: Path) -> Path:
 
 
 def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflight: Run, tmp_path: Path) -> None:
-    code, report, _ = preflight("--stack", "test", "--subscription", SUB, routes=prod_routes(),
+    routes = prod_routes()
+    routes[f"{ARM}/subscriptions/{SUB}/providers/Microsoft.DocumentDB"] = provider("Microsoft.DocumentDB",
+                                                                                   "NotRegistered")
+    code, report, _ = preflight("--stack", "test", "--subscription", SUB, routes=routes,
                                 root=prod_without_zone_ids(tmp_path))
     assert code == 1
     found = rows(report)
     problems = {name for name, (status, _, _) in found.items() if status == "PROBLEM"}
     assert problems == {
+        "resource providers",
         "quota standardNDSH100v5Family dedicated",
         "size Standard_ND96isr_H200_v5 (h200)",
+        "Azure ML size Standard_ND96isr_H200_v5 (h200)",
         "permission: create role assignments",
         "permission: build-context upload (data role)",
         "permission: join the existing subnet",
+        "permission: assign user-assigned identity id-aml-prod",
         "soft-deleted workspace",
+        "soft-deleted key vault",
         "private DNS zone privatelink.api.azureml.ms",
-        "build-context network path",
     }
+    assert found["resource providers"][1].startswith("not registered: Microsoft.DocumentDB (NotRegistered)")
+    assert found["resource providers"][2].startswith("az provider register --namespace Microsoft.DocumentDB")
+    assert "purge-protected until 2026-12-31" in found["soft-deleted key vault"][1]
+    assert found["customer-managed key vault"][0] == "OK"
+    assert found["customer-managed key access"][0] == "UNKNOWN"
+    assert "a232010e-820c-4083-83bb-3ace5fc29d0b" in found["customer-managed key access"][1]
+    # Inside the hub network or not cannot be seen from here: UNKNOWN, with where to run.
+    assert found["build-context network path"][0] == "UNKNOWN"
+    assert "vnet-hub-eastus2" in found["build-context network path"][2]
     assert found["quota standardNDSH100v5Family dedicated"][1].startswith("needs 768 vCPUs, 384 free (limit 384")
     assert "request at least 768 vCPUs" in found["quota standardNDSH100v5Family dedicated"][2]
     assert "NotAvailableForSubscription" in found["size Standard_ND96isr_H200_v5 (h200)"][1]
@@ -176,7 +217,6 @@ def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflig
     assert found["private DNS zone privatelink.api.azureml.ms"][2] == (
         f"add it to network.private_dns_zone_ids: {{privatelink.api.azureml.ms: {HUB_DNS}/privatelink.api.azureml.ms}}")
     assert "private DNS zone privatelink.blob.core.windows.net" not in found
-    assert found["build-context network path"][2].startswith("add 203.0.113.7/32 to network.operator_ip_ranges")
 
 
 def test_hub_zones_in_private_dns_zone_ids_must_exist_and_be_joinable(preflight: Run) -> None:
@@ -200,13 +240,13 @@ def test_missing_credentials_give_one_line_and_unknown_rows(preflight: Run, caps
                                      credential=EnvironmentCredential())
     assert code == 0
     assert {c["status"] for c in report["checks"]} == {"UNKNOWN"}
-    assert len(report["checks"]) == 6
+    assert len(report["checks"]) == 9
     assert report["checks"][0]["detail"].startswith("no usable Azure credentials (EnvironmentCredential")
     assert replay.calls == []
     args = build_parser().parse_args(["preflight", "--stack", "dev", "--subscription", SUB, "--strict"])
     assert command.run(args, credential=EnvironmentCredential()) == 1
     text = capsys.readouterr().out
-    assert text.count("no usable Azure credentials") == 7  # the notice line and one per UNKNOWN row
+    assert text.count("no usable Azure credentials") == 10  # the notice line and one per UNKNOWN row
     assert "Traceback" not in text
 
 
@@ -232,7 +272,7 @@ def test_what_cannot_be_read_is_unknown_not_a_problem(preflight: Run) -> None:
     assert "AuthorizationFailed" in found["soft-deleted workspace"][1]
     assert found["permissions"][0] == "UNKNOWN"
     assert "az group create -n rg-aml-gpu-dev" in found["permissions"][2]
-    # dev lists no operator_ip_ranges: the given address is outside them, the one certain problem.
+    # dev lists 203.0.113.0/24: the given address is outside it, the one certain problem.
     assert code == 1
     assert [n for n, (s, _, _) in found.items() if s == "PROBLEM"] == ["build-context network path"]
 
@@ -256,6 +296,7 @@ def test_offline_looks_up_no_credentials(preflight: Run) -> None:
                        "Microsoft.Authorization/roleAssignments/write",
                        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write",
                        "Microsoft.ManagedIdentity/userAssignedIdentities/read",
+                       "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
                        "Microsoft.Network/virtualNetworks/subnets/join/action",
                        *["Microsoft.Network/privateDnsZones/join/action"] * 6]
 
@@ -269,6 +310,8 @@ def test_a_cluster_in_another_region_is_checked_there(preflight: Run, tmp_path: 
     routes = dev_routes(**{
         f"{ARM}/subscriptions/{SUB}/providers/Microsoft.MachineLearningServices/locations/eastus2/usages":
             (200, "mls-usages.json"),
+        f"{ARM}/subscriptions/{SUB}/providers/Microsoft.MachineLearningServices/locations/eastus2/vmSizes":
+            (200, "aml-vm-sizes-eastus2.json"),
     })
     # One skus route serves both regions (the $filter differs): the recorded file is westeurope's, without H100.
     code, report, replay = preflight("--stack", "test", "--subscription", SUB, routes=routes,

@@ -53,6 +53,10 @@ def test_provider_credentials_are_masked_everywhere(tmp_path: Path) -> None:
     config = good_config()
     config["azure-native:clientSecret"] = secure()
     project = make_project(tmp_path / "project", config, stack=STACK)
+    # A provider credential in a stack file is the platform's to allow (stack-provider-settings-allowed).
+    (project / "policies").mkdir()
+    (project / "policies" / "config.json").write_text(json.dumps({"stack-provider-settings-allowed": {
+        "allowed_keys": ["azure-native:location", "azure-native:clientSecret"]}}))
 
     outcome = amlgpu(project, "plan", "--stack", STACK)
 

@@ -1,7 +1,7 @@
 """What a stack and its runs cost (``cost.json``), and the budget rules that judge it with the pack's parameters.
 
-The policy baseline (the real plan of the dev stack plus five runs) is moved to eastus2 on H100 nodes,
-a size and region the shipped pricing table prices (98.32 USD per node-hour).
+The policy baseline (the real plan of the dev stack plus five runs, a pipeline and a sweep) is moved to eastus2
+on H100 nodes, a size and region the shipped pricing table prices (98.32 USD per node-hour).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def cost_of(b: Baseline) -> dict[str, Any]:
 def test_cluster_ceiling_floor_and_run_figures() -> None:
     cost = cost_of(on_h100())
     cluster = next(c for c in cost["clusters"] if c["name"] == "gpu-a100")
-    assert cluster["node_usd_per_hour"] == RATE and cluster["price"]["date"] == "2026-10-07"
+    assert cluster["node_usd_per_hour"] == RATE and cluster["price"]["date"] == "2024-08-18"
     assert cluster["ceiling_usd_per_hour"] == round(4 * RATE, 2)
     assert cluster["floor_usd_per_month"] == round(RATE * HOURS_PER_MONTH, 2)
     run = next(r for r in cost["runs"] if r["name"] == "ddp-per-process")
@@ -99,7 +99,9 @@ def test_budget_rules_fire_with_the_pack_parameters_and_name_figure_and_budget()
     (stack_text,) = found["stack-hourly-ceiling"]
     assert "at least $393.28 (price unknown for image-builder) per hour" in stack_text
     assert "budget of $300.00 per hour" in stack_text
-    assert len(found["run-cost-ceiling"]) == 5
+    # The five runs, the pipeline's 2-node training step and the sweep's 2-node trial (each trial is a run).
+    assert len(found["run-cost-ceiling"]) == 7
+    assert sum("run 'train-eval/train'" in t or "run 'lr-sweep/trial'" in t for t in found["run-cost-ceiling"]) == 2
     assert any("2 node(s) x $98.32 per hour x 2 h timeout = $393.28, over the budget of $300.00 per run" in t
                for t in found["run-cost-ceiling"])
 

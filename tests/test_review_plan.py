@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,12 @@ def test_a_plan_against_its_previous_plan_reports_no_change(dev_plan_folder: Pat
 
 
 def _worktrees() -> list[str]:
-    return subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
-                          text=True, check=True).stdout.splitlines()
+    """The worktrees of the repository under this session's temporary folder, where a base is planned (the
+    repository's other worktrees, and other test sessions', come and go on their own)."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "worktree", "list", "--porcelain"], capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    mine = str(Path(tempfile.gettempdir()).resolve())
+    return [line for line in listed if line.startswith("worktree ") and line.removeprefix("worktree ").startswith(mine)]
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
@@ -83,6 +88,8 @@ def test_the_sample_comment_in_the_gitops_guide_is_what_the_plan_writes(
     project = make_project(tmp_path / "project", {}, stack="prod")
     shipped = (ROOT / "Pulumi.prod.yaml").read_text()
     (project / "Pulumi.prod.yaml").write_text(shipped)
+    (project / "policies").mkdir()
+    shutil.copy(ROOT / "policies" / "config.prod.json", project / "policies")  # prod's own pack config
     monkeypatch.chdir(project)
     assert main(["plan", "--stack", "prod", "--out", str(tmp_path / "base")]) == 0
     changed = shipped.replace("size: Standard_ND96isr_H200_v5", "size: Standard_ND96isr_H100_v5", 1)

@@ -1,16 +1,18 @@
 """The pricing table (``infra/prices.json``) and ``amlgpu prices refresh`` against recorded API pages.
 
-No network: the refresh is handed a fetch that serves ``tests/fixtures/retail-prices/`` (see its README)
-by URL, so the paging (``NextPageLink``) is followed exactly as against the live API.
+No network: the pages of ``tests/fixtures/retail-prices/`` (see its README) are the answers a recorded
+transport (``tests/replay_http.py``) gives the command's real ``requests`` calls, by URL and query, so the
+paging (``NextPageLink``) is followed exactly as against the live API and a request for any other page fails.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 import json
-import urllib.parse
+import re
+import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +21,28 @@ import pytest
 from amlgpu.cli import main
 from amlgpu.commands import prices as command
 from infra import availability, prices
-from infra.skus import CATALOGUE
+from infra.model import ImageBuildCompute
+from infra.skus import CATALOGUE, CPU_SIZES
 from model.errors import UserError
 from tests.conftest import ROOT
+from tests.replay_http import Replay
 
 FIXTURES = ROOT / "tests" / "fixtures" / "retail-prices"
 PAGE1, PAGE2 = (json.loads((FIXTURES / f"eastus-page{i}.json").read_text()) for i in (1, 2))
 
 
-class RecordedApi:
-    """Serves the recorded pages by URL; records what was asked."""
+Serve = Callable[..., Replay]
 
-    def __init__(self) -> None:
-        self.asked: list[str] = []
 
-    def __call__(self, url: str) -> dict[str, Any]:
-        self.asked.append(url)
-        if url == PAGE1["NextPageLink"]:
-            return PAGE2
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
-        assert query["$filter"] == [prices.retail_filter("eastus")], url
-        return PAGE1
+@pytest.fixture
+def retail_api(monkeypatch: pytest.MonkeyPatch) -> Serve:
+    """The Retail Prices API answering the eastus listing with ``first`` (page 1 by default) and the page it
+    links with ``second`` (page 2), through ``requests``' real session."""
+    def serve(first: dict[str, Any] = PAGE1, second: dict[str, Any] = PAGE2) -> Replay:
+        listing = f"GET {prices.RETAIL_API}?$filter={prices.retail_filter('eastus')}"
+        return Replay({listing: (200, first), f"GET {PAGE1['NextPageLink']}": (200, second)}).install(monkeypatch)
+
+    return serve
 
 
 def test_the_shipped_table_is_valid_dated_and_sourced() -> None:
@@ -47,7 +50,7 @@ def test_the_shipped_table_is_valid_dated_and_sourced() -> None:
     table = prices.parse(data)
     for region, sizes in data["regions"].items():
         for size, tiers in sizes.items():
-            assert size in CATALOGUE, size
+            assert size in CATALOGUE or size in CPU_SIZES, size
             for tier, figure in tiers.items():
                 assert figure["usd_per_hour"] > 0 and figure["source"] and dt.date.fromisoformat(figure["date"])
                 assert table.price(size, region, tier) == prices.Price(**figure)
@@ -57,20 +60,34 @@ SKYPILOT_ROWS = FIXTURES / "skypilot-catalog-azure-vms.csv"
 
 
 def test_every_figure_taken_from_the_skypilot_catalogue_is_its_recorded_row() -> None:
-    """The figures sourced from SkyPilot's catalogue agree with the rows kept as the fixture, and every
-    catalogue size those rows price in a region of the table has a figure there."""
+    """The pay-as-you-go figures are exactly the recorded rows of the sizes a stack can use (every current
+    catalogue size and the image-build cluster's default, Standard_DS3_v2), in every region the catalogue
+    covers: each figure equals its row, and no row is left out."""
+    builder = ImageBuildCompute.model_fields["size"].default
+    usable = {size for size, sku in CATALOGUE.items() if sku.retired is None} | {builder}
     with SKYPILOT_ROWS.open(newline="") as handle:
-        rows = {(r["Region"], r["InstanceType"]): float(r["Price"]) for r in csv.DictReader(handle)}
+        rows = {(r["Region"], r["InstanceType"]): float(r["Price"]) for r in csv.DictReader(handle)
+                if r["InstanceType"] in usable}
     data = json.loads(prices.DEFAULT_TABLE.read_text())
-    taken = [(region, size, figure) for region, sizes in data["regions"].items() for size, tiers in sizes.items()
-             for tier, figure in tiers.items() if "skypilot-catalog" in figure["source"]]
-    assert len(taken) == 16
-    for region, size, figure in taken:
-        assert rows[(region, size)] == figure["usd_per_hour"], (region, size)
-    table = prices.parse(data)
-    for (region, size) in rows:
-        if region in data["regions"] and size in CATALOGUE and CATALOGUE[size].retired is None:
-            assert table.price(size, region, "dedicated") is not None, (region, size)
+    figures = [(region, size, tier, figure) for region, sizes in data["regions"].items()
+               for size, tiers in sizes.items() for tier, figure in tiers.items()
+               if "skypilot-catalog" in figure["source"]]
+    assert {tier for _, _, tier, _ in figures} == {"dedicated"}
+    taken = {(region, size): figure["usd_per_hour"] for region, size, _, figure in figures}
+    assert taken == rows
+    assert {region for region, _ in rows} == {"centralus", "eastus", "eastus2", "northcentralus", "southcentralus",
+                                              "westcentralus", "westus", "westus2", "westus3"}
+    assert all((region, builder) in taken for region in {region for region, _ in rows})
+
+
+def test_every_figure_names_its_source_plainly() -> None:
+    """A repository, a path and a commit (or a page) for every figure: nothing "found by code search"."""
+    data = json.loads(prices.DEFAULT_TABLE.read_text())
+    for sizes in data["regions"].values():
+        for tiers in sizes.values():
+            for figure in tiers.values():
+                assert re.search(r"@ [0-9a-f]{40}|at commit [0-9a-f]{40}", figure["source"]), figure["source"]
+                assert "code search" not in figure["source"]
 
 
 AVAILABILITY = ROOT / "tests" / "fixtures" / "region-availability" / "products-by-region-gpu.json"
@@ -108,29 +125,13 @@ LOW_PRIORITY_LINES = {
 """The Linux meters quoted in the fixture README (azure-benchmark-scripts @ 1e213534, 2023-05-25)."""
 
 
-def test_every_current_catalogue_size_sold_in_a_region_of_the_table_has_a_dedicated_price_there() -> None:
-    """Coverage of the shipped table: in each of its regions, a current catalogue size has a pay-as-you-go
-    figure unless Microsoft does not list its series there. The sizes left are the ones no recorded
-    source prices; the list is exact, so a figure added (or lost) must update it."""
+def test_the_low_priority_figure_is_the_line_its_readme_quotes() -> None:
     table = prices.load()
-    sold = availability.load()
     readme = (FIXTURES / "README.md").read_text()
     for (region, size), tiers in LOW_PRIORITY_LINES.items():
         for tier, value in tiers.items():
             assert table.price(size, region, tier).usd_per_hour == value  # type: ignore[union-attr]
         assert f"| {size} |        {tiers['low_priority']}  | {region}" in readme
-    unpriced = {
-        (region, size)
-        for region in table.regions
-        for size, sku in CATALOGUE.items()
-        if sku.retired is None and table.price(size, region, "dedicated") is None
-        and sold.listed(size, region) is not False
-    }
-    assert unpriced == {
-        ("eastus", "Standard_ND128isr_NDR_GB200_v6"),
-        ("eastus", "Standard_ND128isr_GB300_v6"),
-        ("eastus2", "Standard_ND128isr_GB300_v6"),
-    }
 
 
 def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:
@@ -146,12 +147,13 @@ def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:
         assert table.price(size, region, tier) is None
 
 
-def test_refresh_follows_next_page_links_and_keeps_only_current_linux_prices() -> None:
-    api = RecordedApi()
+def test_refresh_follows_next_page_links_and_keeps_only_current_linux_prices(retail_api: Serve) -> None:
+    api = retail_api()
     old = prices.parse({"regions": {"westus3": {"Standard_NC4as_T4_v3": {
         "dedicated": {"usd_per_hour": 0.5, "date": "2026-01-01", "source": "negotiated"}}}}})
-    fresh = command.refresh(old, ["eastus"], api, dt.date(2026, 11, 23))
-    assert api.asked[1] == PAGE1["NextPageLink"] and len(api.asked) == 2
+    fresh = command.refresh(old, ["eastus"], command.http_get, dt.date(2026, 11, 23))
+    assert [str(call.url) for call in api.calls][1] == PAGE1["NextPageLink"] and len(api.calls) == 2
+    assert api.calls[0].headers["Accept"] == "application/json"
     h100 = "Standard_ND96isr_H100_v5"
     assert fresh.price(h100, "eastus", "dedicated") == prices.Price(98.32, "2026-11-23", prices.RETAIL_SOURCE)
     assert fresh.price(h100, "eastus", "spot") == prices.Price(18.169536, "2026-11-23", prices.RETAIL_SOURCE)
@@ -168,23 +170,44 @@ def test_refresh_follows_next_page_links_and_keeps_only_current_linux_prices() -
         ({"Items": [], "NextPageLink": "https://attacker.example/api/retail/prices"}, "outside it"),
     ],
 )
-def test_a_response_out_of_shape_is_refused(page: dict[str, Any], message: str) -> None:
+def test_a_response_out_of_shape_is_refused(page: dict[str, Any], message: str, retail_api: Serve) -> None:
+    retail_api(page)
     with pytest.raises(UserError, match=message):
-        command.refresh(prices.PriceTable({}), ["eastus"], lambda url: page, dt.date(2026, 11, 23))
+        command.refresh(prices.PriceTable({}), ["eastus"], command.http_get, dt.date(2026, 11, 23))
 
 
-def test_two_current_prices_for_one_meter_are_refused() -> None:
-    doubled = {**PAGE2, "Items": [{**PAGE1["Items"][0], "retailPrice": 77.0}]}
-    api = lambda url: doubled if url == PAGE1["NextPageLink"] else PAGE1  # noqa: E731
+def test_two_current_prices_for_one_meter_are_refused(retail_api: Serve) -> None:
+    retail_api(second={**PAGE2, "Items": [{**PAGE1["Items"][0], "retailPrice": 77.0}]})
     with pytest.raises(UserError, match="two current dedicated prices"):
-        command.refresh(prices.PriceTable({}), ["eastus"], api, dt.date(2026, 11, 23))
+        command.refresh(prices.PriceTable({}), ["eastus"], command.http_get, dt.date(2026, 11, 23))
 
 
-def test_refresh_command_rewrites_the_table_whole(tmp_path: Path) -> None:
+def test_an_api_that_fails_leaves_the_table_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The API's error answer (HTTP 503), then a machine with no route to it: one line each, exit 2."""
+    out = tmp_path / "prices.json"
+    out.write_text(json.dumps({"currency": "USD", "regions": {}}))
+    listing = f"GET {prices.RETAIL_API}?$filter={prices.retail_filter('eastus')}"
+    Replay({listing: (503, {"Error": {"Code": "ServiceUnavailable"}})}).install(monkeypatch)
+    assert main(["prices", "refresh", "--region", "eastus", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("error: --region: cannot read the Retail Prices API (503 Server Error")
+    monkeypatch.undo()
+
+    def no_resolver(*args: Any, **kwargs: Any) -> Any:  # what a machine without a route to the API sees
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_resolver)
+    assert main(["prices", "refresh", "--region", "eastus", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --region: cannot read the Retail Prices API (") and "Traceback" not in err
+    assert json.loads(out.read_text()) == {"currency": "USD", "regions": {}}
+
+
+def test_refresh_command_rewrites_the_table_whole(tmp_path: Path, retail_api: Serve) -> None:
     out = tmp_path / "prices.json"
     out.write_text(json.dumps({"_about": "team rates", "currency": "USD", "regions": {}}))
-    args = argparse.Namespace(region=["eastus"], out=out)
-    assert command.run_refresh(args, fetch=RecordedApi()) == 0
+    retail_api()
+    assert main(["prices", "refresh", "--region", "eastus", "--out", str(out)]) == 0
     written = json.loads(out.read_text())
     assert written["_about"] == "team rates"
     assert set(written["regions"]["eastus"]["Standard_ND96isr_H100_v5"]) == {"dedicated", "spot"}

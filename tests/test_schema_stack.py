@@ -22,6 +22,7 @@ from model.config import from_stackfile
 from model.errors import ConfigError
 from model.stackfile import read
 from tests.conftest import NS, ROOT, dev_config
+from tests.conftest import shipped_stacks as conftest_shipped_stacks
 
 
 class _PlainLoader(yaml.SafeLoader):
@@ -46,7 +47,7 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def shipped_stacks() -> list[Path]:
-    return sorted([*ROOT.glob("Pulumi.*.yaml"), *(ROOT / "examples").glob("**/Pulumi.*.yaml")])
+    return sorted([*conftest_shipped_stacks(), *conftest_shipped_stacks("examples/multi-team")])
 
 
 def test_there_are_stacks_to_check() -> None:
@@ -121,6 +122,8 @@ REJECTED: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("unknown cluster key", _set((f"{NS}:clusters", 0, "max_instance"), 2), "max_instance"),
     ("unknown workspace key", _set((f"{NS}:workspace", "public_access"), "Disabled"), "public_access"),
     ("tier outside its enum", _set((f"{NS}:clusters", 0, "tier"), "spot"), "tier"),
+    ("tier in a spelling azure-ai-ml refuses", _set((f"{NS}:clusters", 0, "tier"), "LowPriority"), "tier"),
+    ("distribution type misspelt", _set((f"{NS}:jobs", 0, "distribution", "type"), "Torch"), "distribution"),
     ("cluster name breaking Azure's rule", _set((f"{NS}:clusters", 0, "name"), "gpu-1"), "name"),
     ("workspace name too short", _set((f"{NS}:workspace", "name"), "ml"), "name"),
     ("no cluster", _set((f"{NS}:clusters",), []), f"{NS}:clusters"),
@@ -142,6 +145,16 @@ ACCEPTED: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
     ("an existing subnet", _set((f"{NS}:network",), {
         "subnet_id": "/subscriptions/1/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/s",
     })),
+    # The letter case and camel case azure-ai-ml reads (infra/enums.py): the editor takes them as the plan does.
+    ("tier in Azure's portal case", _set((f"{NS}:clusters", 0, "tier"), "Dedicated")),
+    ("tier in upper case", _set((f"{NS}:clusters", 0, "tier"), "LOW_PRIORITY")),
+    ("a size in lower case", _set((f"{NS}:clusters", 0, "size"), "standard_nd96asr_v4")),
+    ("distribution type PyTorch", _set((f"{NS}:jobs", 0, "distribution", "type"), "PyTorch")),
+    ("distribution type MPI", _set((f"{NS}:jobs", 1, "distribution", "type"), "MPI")),
+    ("distribution type TensorFlow", _set((f"{NS}:jobs", 3, "distribution", "type"), "TensorFlow")),
+    ("identity in ARM's case", _set((f"{NS}:workspace", "identity", "type"), "SystemAssigned")),
+    ("public access in lower case", _set((f"{NS}:workspace", "public_network_access"), "disabled")),
+    ("output mode in upper case", _set((f"{NS}:jobs", 0, "outputs", "checkpoints", "mode"), "RW_MOUNT")),
 ]
 
 

@@ -1,9 +1,10 @@
 """``amlgpu import PATH...``: existing Azure ML jobs as entries of a stack.
 
-Reads CLI v2 command job files (``*.yml``) and SDK v1 / v2 submission scripts (``*.py``: each
-``ScriptRunConfig(...)`` and ``command(...)``, read without running the script) and prints them as
-``aml-gpu-training:jobs`` entries (with the ``environments`` entries they need), each preceded by a
-comment naming the file and line it came from. See docs/migrating.md for every mapping.
+Reads CLI v2 command, pipeline and sweep job files (``*.yml``) and SDK v1 / v2 submission scripts
+(``*.py``: each ``ScriptRunConfig(...)``, ``command(...)`` and ``@pipeline`` function, read without running
+the script) and prints them as ``aml-gpu-training:jobs`` entries (with the ``environments`` entries they
+need), each preceded by a comment naming the file and line it came from. See docs/migrating.md for every
+mapping.
 
 With ``--stack``, ``compute`` and ``environment`` map to that stack's clusters and environments
 (``--compute`` / ``--environment`` choose them explicitly) and the entries are checked against it.
@@ -22,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from infra import secrets
+from model import stackfile
 from model.errors import EXIT_OK, EXIT_POLICY, UserError
 
 
@@ -34,17 +37,29 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("paths", metavar="PATH", nargs="+", type=Path, help="job files (.yml) and scripts (.py)")
     parser.add_argument("--stack", "-s", help="map to (and with --write, append to) Pulumi.<stack>.yaml")
-    parser.add_argument("--compute", metavar="CLUSTER", help="the stack cluster every imported run uses")
-    parser.add_argument("--environment", metavar="ENV", help="the stack environment (or azureml: reference) they use")
+    parser.add_argument("--compute", metavar="CLUSTER",
+                        help="the stack cluster every imported run (every pipeline step, every sweep) uses")
+    parser.add_argument("--environment", metavar="ENV",
+                        help="the stack environment (or azureml: reference) they use, every step included")
     parser.add_argument("--name", help="the run's name (importing one run)")
     parser.add_argument("--write", action="store_true", help="append to the stack file, then run amlgpu plan")
     parser.set_defaults(func=run)
 
 
+def _remember_secrets(paths: list[str]) -> None:
+    """The secrets the imported files hold, masked wherever they would show (in an error or the entries)."""
+    for name in paths:
+        path = Path(name)
+        try:
+            if path.is_file() and path.stat().st_size <= stackfile.MAX_BYTES:
+                secrets.remember_in_text(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue  # the importer itself says what is wrong with the file
+
+
 def run(args: argparse.Namespace) -> int:
     from jobs.importer import Context, import_files
     from jobs.importer.emit import append_to_stack, render, write_atomically
-    from model import stackfile
     from model.config import from_stackfile
     from model.project import find_root, load_stack
 
@@ -53,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
     root = find_root()
     stack = load_stack(args.stack, root) if args.stack else None
     ctx = Context(root=root, stack=stack, compute=args.compute, environment=args.environment)
-    drafts = import_files(list(args.paths), ctx, name=args.name)
+    try:
+        _remember_secrets(list(args.paths))
+        drafts = import_files(list(args.paths), ctx, name=args.name)
+        secrets.remember_in([draft.run for draft in drafts])
+    except secrets.TooManySecrets as err:
+        raise UserError(str(err), key="PATH") from None
     for draft in drafts:
         for note in draft.notes:
             print(f"{draft.origin}: note: {note}", file=sys.stderr)
@@ -70,7 +90,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     assert stack is not None
     text = append_to_stack(stack.file.path, drafts)
-    write_atomically(stack.file.path, text, check=lambda written: from_stackfile(stackfile.read(written), root))
+    from amlgpu.artifacts import terminate_as_interrupt
+    from amlgpu.interrupts import cleanup_on_interrupt
+
+    # Ctrl-C or SIGTERM while the new file is checked removes the temporary copy (write_atomically's except).
+    with cleanup_on_interrupt(), terminate_as_interrupt():
+        write_atomically(stack.file.path, text, check=lambda written: from_stackfile(stackfile.read(written), root))
     runs = ", ".join(str(d.run["name"]) for d in drafts)
     print(f"Appended {len(drafts)} run(s) to {stack.file.display}: {runs}", file=sys.stderr)
     from amlgpu.commands import plan

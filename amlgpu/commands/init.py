@@ -1,11 +1,17 @@
 """``amlgpu init``: write a commented stack file that plans clean on the first try.
 
-``amlgpu init --stack NAME [--sku SIZE] [--nodes N] [--region REGION]`` writes ``Pulumi.<NAME>.yaml``
+``amlgpu init --stack NAME [--sku SIZE] [--nodes N] [--region REGION] [--operator-ip-range CIDR]...`` writes
+``Pulumi.<NAME>.yaml``
 into the project: a private workspace, one GPU cluster of SIZE that scales from zero to N nodes, the
 curated PyTorch environment and one distributed run, each key commented. The run trains with the
 project's sample trainer (``jobs/workloads/train_ddp.py``); in a project without it, a starter script
 is written to ``src/train.py`` (the folder the stack names). Nothing is overwritten: an existing
 stack file is refused unless ``--force`` is given.
+
+The stack creates its own network, which nothing is inside during its first ``pulumi up``: an environment built
+from a context in this repository is uploaded from the deploying machine through the storage firewall, so
+``--operator-ip-range`` (repeatable) states that machine's public egress address or range
+(``network.operator_ip_ranges``); without it the file says where to put one when a build context is added.
 
 Then ``amlgpu plan --stack NAME`` plans it offline (exit 0), and ``amlgpu run-local ddp-train --stack
 NAME`` runs it on this machine. Exit 0 when written, 2 on bad input (nothing written).
@@ -52,7 +58,6 @@ if __name__ == "__main__":
 '''
 
 _STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,28}$")
-_REGION = re.compile(r"^[a-z][a-z0-9]{2,39}$")
 
 
 def register(sub: Any) -> None:
@@ -67,6 +72,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--nodes", type=int, help="most nodes the cluster scales to, and the run's node count "
                         "(default: 2 on InfiniBand sizes, else 1)")
     parser.add_argument("--region", default=DEFAULT_REGION, help=f"Azure region (default {DEFAULT_REGION})")
+    parser.add_argument("--operator-ip-range", action="append", default=[], metavar="CIDR",
+                        help="public IPv4 address or range `pulumi up` uploads build contexts from (repeatable; "
+                        "network.operator_ip_ranges)")
     parser.add_argument("--force", action="store_true", help="replace an existing stack file")
     parser.set_defaults(func=run)
 
@@ -76,7 +84,21 @@ def _cluster_name(model: str) -> str:
     return "gpu-" + re.sub(r"[^a-z0-9]+", "-", model.lower().split()[0]).strip("-")[:20]
 
 
-def stack_text(stack: str, *, sku: Any, nodes: int, region: str, code: str) -> str:
+def _upload_path(ranges: list[str], region: str) -> str:
+    """The network section's lines that state how ``pulumi up`` reaches the storage for build-context uploads."""
+    if ranges:
+        lines = ["# The deploying machine's public egress address or range: build contexts are uploaded from it",
+                 f"# through the storage firewall (not from an Azure host in {region}: IP rules ignore those).",
+                 f"operator_ip_ranges: [{', '.join(ranges)}]"]
+    else:
+        lines = ["# An environment built from a folder here (`build:`) is uploaded by `pulumi up` to the workspace",
+                 "# storage, which only this network (created by that same `pulumi up`) reaches privately: list the",
+                 "# deploying machine's public egress range as operator_ip_ranges: [<address or CIDR>]",
+                 "# (`amlgpu preflight` shows this machine's address)."]
+    return "".join(f"    {line}\n" for line in lines)
+
+
+def stack_text(stack: str, *, sku: Any, nodes: int, region: str, code: str, ranges: list[str] | None = None) -> str:
     """The commented stack file (its values are validated by the caller before anything is written)."""
     cluster = _cluster_name(sku.gpu_model)
     fabric = f"InfiniBand {sku.ib_generation}" if sku.infiniband else "no InfiniBand"
@@ -105,7 +127,7 @@ config:
   aml-gpu-training:network:
     address_space: 10.40.0.0/16
     subnet_prefix: 10.40.0.0/20
-  aml-gpu-training:clusters:
+{_upload_path(ranges or [], region)}  aml-gpu-training:clusters:
     # {sku.gpus}x {sku.gpu_model} {sku.gpu_memory_gb} GB per node, {fabric}. Scales to zero when idle: you pay
     # only while a run is on it.
     - name: {cluster}
@@ -142,7 +164,8 @@ config:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra import skus
+    from infra import regions, skus
+    from infra.model import Network
     from model.config import from_stackfile
     from model.project import find_root
     from model.stackfile import read
@@ -162,15 +185,23 @@ def run(args: argparse.Namespace) -> int:
     nodes = args.nodes if args.nodes is not None else (2 if sku.infiniband else 1)
     if not 1 <= nodes <= 64:
         raise UserError(f"--nodes {nodes}: give 1 to 64 nodes", key="--nodes")
-    if not _REGION.match(args.region):
-        raise UserError(f"region {args.region!r} is not an Azure region name such as westeurope or eastus2",
-                        key="--region")
+    try:
+        regions.check(args.region)
+    except ValueError as err:
+        raise UserError(str(err), key="--region") from None
+    region = regions.load().canonical(args.region)  # "West Europe" is written as westeurope
+    ranges = list(args.operator_ip_range)
+    try:
+        Network(operator_ip_ranges=ranges)
+    except ValueError as err:  # pydantic's ValidationError: the model's own words for the first bad range
+        first = err.errors()[0]["msg"] if hasattr(err, "errors") else str(err)
+        raise UserError(first.removeprefix("Value error, "), key="--operator-ip-range") from None
     root = find_root()
     path = root / f"Pulumi.{args.stack}.yaml"
     if path.exists() and not args.force:
         raise UserError(f"{path.name} exists; give --force to replace it, or choose another --stack", key="--stack")
     code = SAMPLE_CODE if (root / SAMPLE_CODE / "train_ddp.py").is_file() else STARTER_CODE
-    text = stack_text(args.stack, sku=sku, nodes=nodes, region=args.region, code=code)
+    text = stack_text(args.stack, sku=sku, nodes=nodes, region=str(region), code=code, ranges=ranges)
 
     staged = path.with_name(f".{path.name}.init")
     try:

@@ -4,7 +4,7 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 
 * ``resources.json``: every resource the engine would register, inputs in the provider's wire shape;
 * ``outputs.json``: the stack outputs (secrets masked);
-* ``jobs/<run>.yml``: each declared run as an Azure ML CLI v2 job file (``az ml job create -f``);
+* ``jobs/<run>.yml``: each declared run, pipeline and sweep as an Azure ML CLI v2 job file (``az ml job create -f``);
 * ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR;
 * ``waivers.json``: the waivers that applied (the stack file's and the platform's), so a later plan
   against this one as its base can put the waivers a change adds or changes at the top of its verdict.
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
 from amlgpu.outcome import StackOutcome, worst
-from model.errors import EXIT_OK, EXIT_POLICY, UserError
+from model.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
 from model.project import LoadedStack, find_root, load_stack
 
 if TYPE_CHECKING:
@@ -134,15 +134,12 @@ def plan_one(name: str, out: Path | None, settings: Settings) -> tuple[PlanResul
     """Plan stack ``name`` into ``out`` (default ``build/<name>``): read it, run the program, check the
     policies, diff against the base, write every artifact at once. Bad input raises a UserError with
     nothing written."""
-    stack = load_stack(name)
+    stack = load_checked(name, settings.policy_config)
     out = out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
-    pack_config = None
-    from policies.packconfig import default_path, load
+    from policies.packconfig import for_stack
 
-    config_path = settings.policy_config or default_path(stack.root, stack.name)
-    if settings.policy_config or config_path.is_file():
-        pack_config = load(config_path)
+    pack_config = for_stack(stack.root, stack.name, settings.policy_config)
     base = _base(settings, stack)
     if not settings.several:
         _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
@@ -198,10 +195,12 @@ def _show(result: PlanResult, out: Path, settings: Settings) -> None:
             from amlgpu.comment import pr_comment
 
             print(pr_comment([_outcome(result, out, settings)]), end="")
-    from amlgpu.render import findings_text
+    from amlgpu.render import findings_text, stale_waivers_text
 
     # stdout is the document; the terminal still shows what failed.
     for line in findings_text(result.report, stack.file.display, stack.file.line_of):
+        print(line, file=sys.stderr)
+    for line in stale_waivers_text(result.report):
         print(line, file=sys.stderr)
 
 
@@ -313,6 +312,55 @@ def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *, eve
     return selection
 
 
+def load_checked(name: str, policy_config: Path | None = None) -> LoadedStack:
+    """:func:`~model.project.load_stack`; when the stack file has mistakes, its waivers' own mistakes are added
+    (an unknown rule, what the pack config's governance refuses), which the policy engine would otherwise
+    report only once the rest is fixed: one run says everything it can, each at its line."""
+    try:
+        return load_stack(name)
+    except ConfigError as err:
+        extra = _waiver_problems(name, policy_config) if err.problems else []
+        if not extra:
+            raise
+        raise ConfigError(file=err.file, problems=[*err.problems, *extra]) from None
+
+
+def _waiver_problems(name: str, policy_config: Path | None) -> list[Any]:
+    """The rule and governance problems of the stack file's waivers that are otherwise valid."""
+    import datetime as dt
+
+    from pydantic import ValidationError
+
+    from model import NAMESPACE, stackfile
+    from model.project import find_root
+    from model.waivers import Waiver
+    from policies.catalogue import BY_ID, RULES
+    from policies.packconfig import default_path, load
+    from policies.waivers import governance_problems, reference_problems
+    from policies.waivers import settings as waiver_settings
+
+    root = find_root()
+    try:
+        parsed = stackfile.read(root / f"Pulumi.{name}.yaml")
+        path = policy_config or default_path(root, name)
+        policy = waiver_settings(load(path) if policy_config or path.is_file() else None)
+    except UserError:
+        return []  # the pack config's own mistakes are reported when the stack is planned
+    raw = parsed.config.get(f"{NAMESPACE}:waivers")
+    valid: list[tuple[int, Waiver]] = []
+    for i, item in enumerate(raw if isinstance(raw, list) else []):
+        try:
+            valid.append((i, Waiver.model_validate(item)))
+        except ValidationError:
+            continue  # reported with the stack file's other mistakes
+    waivers, indices = [w for _, w in valid], [i for i, _ in valid]
+    if not waivers:
+        return []
+    found = reference_problems(waivers, rules=BY_ID.keys(), names=None, indices=indices, locate=parsed.position_of)
+    return found + governance_problems(waivers, severities={r.id: r.severity for r in RULES}, policy=policy,
+                                       today=dt.date.today(), indices=indices, locate=parsed.position_of)
+
+
 class PlanResult:
     """Everything one plan produces, ready to be written or shown."""
 
@@ -386,7 +434,7 @@ class PlanResult:
         """Each runs' code folder holding symbolic links that lead outside it, with those links."""
         from jobs.code_scan import outside_links
 
-        folders = sorted({run.spec["code"] for run in self.runs})
+        folders = sorted({run.spec["code"] for run in self.runs if run.spec.get("code") is not None})
         found = {folder: outside_links(self.stack.root / folder) for folder in folders}
         return {folder: links for folder, links in found.items() if links}
 
@@ -410,20 +458,9 @@ class PlanResult:
         }
 
     def render_text(self, out: Path) -> str:
-        from amlgpu.render import plan_tree
+        from amlgpu.render import stack_report
 
-        text = plan_tree(self, _display_path(out))
-        if self.cost is not None:
-            stack_cost = self.cost.to_json()["stack"]
-            text += (f"\nCost at list price: {stack_cost['ceiling_usd_per_hour']} USD/h with every cluster at max "
-                     f"nodes, {stack_cost['floor_usd_per_month']} USD/month idle floor (cost.json).")
-            unsold = [f"{c.name} ({c.size} in {c.region})" for c in self.cost.not_listed]
-            if unsold:
-                text += (f"\nNot listed as sold in its region (Microsoft's products-by-region table): "
-                         f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
-        if self.diff is not None:
-            text += f"\nAgainst {self.diff['base']}: {self.diff['verdict']} (diff.json)"
-        return text
+        return stack_report(self, _display_path(out))
 
 
 def _display_path(path: Path) -> str:
@@ -455,18 +492,30 @@ def plan_stack(
 ) -> PlanResult:
     """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
     from amlgpu.plan import run_program
+    from infra.secrets import mask_data
+    from jobs.pipeline_render import composite_yaml
+    from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE, ResolvedComposite
     from jobs.render import job_yaml
     from jobs.resolved import RUN_TYPE, ResolvedRun
+    from model import NAMESPACE
     from policies.engine import evaluate
 
     plan = run_program(stack.name, stack.file, stack.root)
     runs = sorted((ResolvedRun.from_props(r.inputs) for r in plan.by_type(RUN_TYPE)), key=lambda r: r.name)
     # Job files land in <out>/jobs/: the renderer makes each `code` relative to that folder, as
-    # `az ml job create -f` resolves it.
-    job_files = {run.name: job_yaml(run.spec, code_relative_to=out.resolve() / "jobs", root=stack.root) for run in runs}
+    # `az ml job create -f` resolves it. A pipeline's steps (a sweep's trial) are written in its own file. A secret
+    # is masked before rendering, so the file stays valid YAML.
+    folder = out.resolve() / "jobs"
+    job_files = {run.name: job_yaml(mask_data(run.spec), code_relative_to=folder, root=stack.root)
+                 for run in runs if run.part_of is None}
+    for composite in [*plan.by_type(PIPELINE_TYPE), *plan.by_type(SWEEP_TYPE)]:
+        job = ResolvedComposite.from_props(composite.inputs)
+        job_files[job.name] = composite_yaml(mask_data(job.spec), code_relative_to=folder, root=stack.root)
     report = evaluate(
         [r.to_json() for r in plan.resources], runs, stack.config, pack_config=pack_config, source=stack.file.display,
         stack_name=stack.name,
         prices=prices,
+        stack_settings={k: v for k, v in stack.file.config.items() if not k.startswith(f"{NAMESPACE}:")},
+        locate=stack.file.position_of,
     )
     return PlanResult(stack, plan, runs, job_files, report)

@@ -5,10 +5,12 @@ demand per VM family and tier, and what the deploying principal must be allowed 
 
 Live half (skipped with ``--offline``): read-only Azure Resource Manager calls with the credential
 ``pulumi up`` uses (azure-identity's DefaultAzureCredential: ``az login``, ARM_*/AZURE_* variables, a
-managed identity), each an OK / PROBLEM / UNKNOWN row with a one-line fix: GPU quota per family against
-the region's Azure ML quota and usage, the size offered in the region, permission to create role
-assignments and the build-context data role, a soft-deleted workspace holding the name, privatelink
-zones already linked to an existing network, this machine's public IP against ``operator_ip_ranges``.
+managed identity), each an OK / PROBLEM / UNKNOWN row with a one-line fix: resource providers registered, GPU
+quota per family against the region's Azure ML quota and usage, the size offered in the region and by Azure ML
+for compute clusters, permission to create the resource group, role assignments and the build-context data role
+(on the subscription while the group does not exist), to assign user-assigned identities, a soft-deleted
+workspace or key vault holding a name, a customer-managed key's vault, privatelink zones already linked to an
+existing network, and the network path of the build-context upload from this machine.
 
 The subscription: ``--subscription``, else the stack's ``azure-native:subscriptionId``, else
 ``AZURE_SUBSCRIPTION_ID`` / ``ARM_SUBSCRIPTION_ID``. Credentials are looked up only for the live half.
@@ -36,7 +38,8 @@ LOGIN_HINT = "run `az login` (or set AZURE_CLIENT_ID, AZURE_TENANT_ID and a secr
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "preflight",
-        help="read-only checks of what would stop the first pulumi up (quota, sizes, permissions, names, DNS)",
+        help="read-only checks of what would stop the first pulumi up (providers, quota, sizes, permissions, names, "
+        "keys, DNS, the upload's network path)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -96,7 +99,7 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
     from azure.core.exceptions import ClientAuthenticationError
 
     from amlgpu import preflight
-    from infra.arm import SCOPE, ArmError, ArmReader, public_ip
+    from infra.arm import SCOPE, ArmError, ArmReader, instance_metadata, public_ip, token_object_id
 
     if not subscription:
         reason = f"no subscription: set {SUBSCRIPTION_KEY}, AZURE_SUBSCRIPTION_ID or --subscription"
@@ -108,7 +111,7 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
 
         credential = DefaultAzureCredential()
     try:
-        credential.get_token(SCOPE)
+        token = credential.get_token(SCOPE)
     except ClientAuthenticationError as err:
         first = str(err.message if hasattr(err, "message") else err).strip().splitlines()[0][:200]
         reason = f"no usable Azure credentials ({first})"
@@ -118,6 +121,8 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
         config=stack.config, arm=arm, subscription=subscription, now=preflight.now(),
         public_ip=(lambda: given_ip) if given_ip else (lambda: public_ip(transport=transport)),
         private_dns_zone_ids=stack.config.network.private_dns_zone_ids,
+        principal_id=token_object_id(token.token),
+        instance_metadata=lambda: instance_metadata(transport=transport),
     )
     try:
         return preflight.live_checks(ctx), None

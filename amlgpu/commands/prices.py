@@ -17,9 +17,7 @@ import datetime as dt
 import json
 import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -58,12 +56,22 @@ def register(sub: Any) -> None:
     show.set_defaults(func=run_show)
 
 
+class ApiError(Exception):
+    """The Retail Prices API could not be read: no answer, an HTTP error, or a body that is not JSON."""
+
+
 def http_get(url: str) -> Mapping[str, Any]:
-    """The live fetch: one GET, JSON body (the API needs no credentials)."""
-    request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "amlgpu"})
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # the fixed https host of the API
-        body: Mapping[str, Any] = json.loads(response.read().decode("utf-8"))
-        return body
+    """The live fetch: one GET with ``requests``, JSON body (the API needs no credentials)."""
+    import requests
+
+    try:
+        response = requests.get(url, headers={"Accept": "application/json", "User-Agent": "amlgpu"},
+                                timeout=TIMEOUT_S)  # the fixed https host of the API
+        response.raise_for_status()
+        body: Mapping[str, Any] = response.json()
+    except requests.RequestException as err:  # no route, a timeout, an HTTP error status, a body not JSON
+        raise ApiError(str(err)) from None
+    return body
 
 
 def pages(region: str, fetch: Fetch) -> Iterator[Mapping[str, Any]]:
@@ -123,8 +131,8 @@ def run_refresh(args: argparse.Namespace, fetch: Fetch = http_get) -> int:
     about = json.loads(args.out.read_text(encoding="utf-8")).get("_about") if args.out.exists() else None
     try:
         fresh = refresh(table, regions, fetch, dt.date.today())
-    except (urllib.error.URLError, TimeoutError, OSError) as err:
-        raise UserError(f"cannot reach the Retail Prices API ({err}); the table is unchanged", key="--region") from None
+    except ApiError as err:
+        raise UserError(f"cannot read the Retail Prices API ({err}); the table is unchanged", key="--region") from None
     data = {**({"_about": about} if about else {}), **fresh.to_json()}
     staging = args.out.with_name(args.out.name + ".tmp")
     write_text(staging, json.dumps(data, indent=2) + "\n")

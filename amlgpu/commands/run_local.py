@@ -2,7 +2,7 @@
 Azure ML would give each process.
 
     amlgpu run-local JOB --stack NAME [--nodes N] [--procs-per-node M] [--timeout S]
-                         [--input NAME=PATH ...] [--tf-empty-ps]
+                         [--input NAME=PATH ...] [--tf-empty-ps] [--trials N]
 
 * pytorch: nodes x processes per node, each with MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK,
   RANK, LOCAL_RANK; a per-node launcher (torchrun) runs once per node and starts its own workers;
@@ -13,7 +13,13 @@ The declared topology is the default; --nodes and --procs-per-node scale it down
 a fresh copy of its code folder; ${{outputs.x}} are folders under the printed work folder. Output
 lines are prefixed with the process they come from. When a process fails the others are stopped
 within seconds and the exit status is the failing process's; --timeout stops the run with 124,
-Ctrl-C with 130. Bad input exits 2 without starting anything.
+Ctrl-C with 130. Bad input exits 2 without starting anything. A launch the gate blocks (a launcher's
+node count other than the run's, nodes that would never meet) exits 1 with the gate's finding and
+its fix, without starting anything: run-local never rewrites such a launch into one that works.
+
+A pipeline runs its steps one after another, in the order of their bindings, each step's outputs the
+next one's input folders; a sweep runs one trial (--trials N: N trials) with parameters drawn from its
+search space. --nodes and --procs-per-node cap every step.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra import secrets
 from model import NAMESPACE
 from model.errors import UserError
 from model.project import LoadedStack, load_stack
@@ -56,6 +63,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--tf-empty-ps", action="store_true",
                         help='tensorflow: put "ps": [] in TF_CONFIG as Azure ML does when there is no '
                              "parameter server")
+    parser.add_argument("--trials", type=_positive_int, default=1, metavar="N",
+                        help="a sweep: the trials to run, one after another (default 1)")
     parser.set_defaults(func=run)
 
 
@@ -86,13 +95,17 @@ def _parse_inputs(entries: list[str]) -> dict[str, str]:
         if not sep or not name:
             raise UserError(f"{entry!r} is not NAME=VALUE", key="--input")
         inputs[name] = value
+    try:
+        secrets.remember_in(inputs)  # a token given here is masked in the header's command like the stack's own
+    except secrets.TooManySecrets as err:
+        raise UserError(str(err), key="--input") from None
     return inputs
 
 
 def find_run(stack: LoadedStack, name: str) -> tuple[int, Run]:
     """The declared run called ``name`` and its index under ``jobs``; unknown names list the known."""
     for index, declared in enumerate(stack.config.jobs):
-        if declared.name == name:
+        if declared.name == name and isinstance(declared, Run):
             return index, declared
     known = ", ".join(sorted(r.name for r in stack.config.jobs)) or "none declared"
     raise UserError(f"no run named {name!r}; runs in this stack: {known}", file=stack.file.display,
@@ -119,6 +132,10 @@ def _run(args: argparse.Namespace) -> int:
     from jobs.resolve import resolve_run
 
     stack = load_stack(args.stack)
+    if any(job.name == args.job for job in stack.config.composites):
+        from amlgpu.local_jobs import run_composite
+
+        return run_composite(args, stack)
     index, declared = find_run(stack, args.job)
     resolved = resolve_run(declared, stack.config, stack.root)
     request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,
@@ -135,6 +152,16 @@ def _run(args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    refused = _topology_findings(stack, resolved)
+    if refused:
+        shutil.rmtree(workdir, ignore_errors=True)
+        _say(f"run-local: refused: {resolved.name!r} would not run as one training on Azure ML "
+             f"({resolved.instance_count} node(s) of {resolved.cluster.size}), and run-local never rewrites a "
+             "launch into one that works:")
+        for rule_id, message in refused:
+            _say(f"  {rule_id}: {message}")
+        _say(f"  {stack.file.display}: {NAMESPACE}:jobs[{index}].command")
+        return 1
 
     _header(stack, resolved, prepared, timeout_declared=args.timeout is None)
     result = LocalProcessLauncher().launch(prepared.plan)
@@ -149,6 +176,27 @@ def _run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _topology_findings(stack: LoadedStack, run: ResolvedRun) -> list[tuple[str, str]]:
+    """What the gate's mandatory launch-topology rules say of ``run``, as the stack's gate is configured (its
+    pack config and the stack file's active waivers)."""
+    import datetime as dt
+
+    from policies.packconfig import default_path, load, resolve
+    from policies.rules.launch import TOPOLOGY_RULES
+
+    path = default_path(stack.root, stack.name)
+    settings = resolve(load(path) if path.is_file() else None)
+    today = dt.date.today()
+    found: list[tuple[str, str]] = []
+    for rule in TOPOLOGY_RULES:
+        if settings[rule.id].enforcement != "mandatory":
+            continue
+        if any(w.covers(rule.id, run.name) and w.active(today) for w in stack.config.waivers):
+            continue
+        found.extend((rule.id, message) for message in rule.check(run, **settings[rule.id].params))
+    return found
+
+
 def _header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, timeout_declared: bool) -> None:
     """What is about to run, where, and how it differs from the run on Azure ML."""
     cluster, dist_type = resolved.cluster, resolved.distribution["type"]
@@ -158,7 +206,9 @@ def _header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, ti
     _say(f"  distribution  {dist_type}{style}: {prepared.topology.describe()}")
     _say(f"  declared      {prepared.topology.declared}")
     _say(f"  environment   {sys.executable} stands in for {resolved.spec['environment']}")
-    _say(f"  snapshot      {prepared.plan.cwd} ({prepared.snapshot_files} file(s) from {resolved.spec['code']})")
+    code = resolved.spec.get("code")
+    origin = f"{prepared.snapshot_files} file(s) from {code}" if code is not None else "empty: the run has no code"
+    _say(f"  snapshot      {prepared.plan.cwd} ({origin})")
     _say(f"  command       {prepared.command}")
     for name, path in prepared.outputs.items():
         _say(f"  output {name:<6} {path}")

@@ -3,33 +3,28 @@
 A per-node launcher (torchrun, ``python -m torch.distributed.launch``, ``accelerate launch``, the
 ``deepspeed`` CLI, Lightning) is started once per node and starts its own workers, so scaling the
 run down locally means rewriting its process-count flags. Which launcher a command uses is decided
-once, by :func:`jobs.launchers.infer_launcher`; this module only finds that launcher in the text
-and edits its flags, leaving every other character of the command as written. For the launchers
-that take a training script, only their own options (up to the script, ``-m module`` or the end of
-the shell command) are edited; Lightning's flags belong to the script, so the whole shell command
-is searched.
+once, by :func:`jobs.launchers.infer_launcher`; this module finds that launcher among the simple commands
+:mod:`model.shell` reads in the text (a ``bash -c`` body included) and edits the words of its flags where
+they are written, leaving every other character of the command as written. For the launchers that take a
+training script, only their own options (up to the script or ``-m module``) are edited; Lightning's flags
+belong to the script, so the script's arguments are searched.
+
+Only a launch the policy pack passes is rescaled (``amlgpu run-local`` refuses one that
+``run-launcher-node-count`` or ``run-launcher-rendezvous`` blocks): scaling a consistent launch down to the
+local topology keeps it consistent, and never turns a launch that would hang or split on Azure ML into one
+that works.
 """
 
 from __future__ import annotations
 
-import re
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobs import launchers
+from jobs import launchers, topology
+from model import shell
 from model.runs import PLACEHOLDER
 
-_PY = r"\S*python[0-9.]*\s+-m\s+"
-_LOCATE: dict[str, re.Pattern[str]] = {
-    kind: re.compile(r"(?:^|(?<=[\s;&|(]))(?:" + pattern + r")(?=\s|$)")
-    for kind, pattern in {
-        launchers.TORCHRUN: r"torchrun|" + _PY + r"torch\.distributed\.run",
-        launchers.TORCH_DISTRIBUTED_LAUNCH: _PY + r"torch\.distributed\.launch",
-        launchers.ACCELERATE: r"accelerate\s+launch|" + _PY + r"accelerate\.commands\.launch",
-        launchers.DEEPSPEED: r"deepspeed|" + _PY + r"deepspeed\.launcher\.runner",
-        launchers.LIGHTNING: r"(?:lightning|fabric)\s+run|\S*python[0-9.]*",
-    }.items()
-}
 _PROCS_FLAGS: dict[str, tuple[str, ...]] = {
     launchers.TORCHRUN: ("--nproc_per_node", "--nproc-per-node"),
     launchers.TORCH_DISTRIBUTED_LAUNCH: ("--nproc_per_node", "--nproc-per-node"),
@@ -48,51 +43,127 @@ _TOTAL_PROCESSES = {launchers.ACCELERATE}
 """Launchers whose process flag counts processes across all nodes, not per node."""
 _DEFAULTS_TO_ONE = {launchers.TORCHRUN, launchers.TORCH_DISTRIBUTED_LAUNCH}
 """Launchers that start one worker when the flag is left out (so it can be added)."""
-_SHELL_OPERATORS = {"&&", "||", ";", "|", "&"}
+
+
+@dataclass(frozen=True)
+class Span:
+    """A word of the command where it is written: ``text[start:end]`` is its source text."""
+
+    start: int
+    end: int
+    value: str | None
 
 
 @dataclass(frozen=True)
 class LauncherCall:
-    """Where a per-node launcher sits in a command: its kind and the span its flags may be in."""
+    """Where a per-node launcher sits in a command: its kind, where its options begin, and the words its
+    flags may be among (its own options; a Lightning script's arguments)."""
 
     kind: str
     options_start: int
-    options_end: int
+    options: tuple[Span, ...]
 
 
 @dataclass(frozen=True)
 class _Flag:
     value: str
+    """Its value (quotes removed); as written when only known at run time (``$WORLD_SIZE``)."""
     start: int
-    """Where the value starts in the command."""
+    """Where the value's word starts in the command."""
     end: int
+
+
+def _spans(text: str, command: shell.Command) -> list[Span] | None:
+    """Each word of ``command`` (after wrappers) where it is written in ``text``; None when the command is not
+    written in ``text`` as it was read (a script's line, a word built by an expansion)."""
+    at = text.find(command.raw) if command.raw else -1
+    if at < 0:
+        return None
+    spans: list[Span] = []
+    pos = at
+    for word in command.argv:
+        found = text.find(word.raw, pos, at + len(command.raw))
+        if found < 0 or not word.raw:
+            return None
+        spans.append(Span(found, found + len(word.raw), word.value))
+        pos = found + len(word.raw)
+    return spans
 
 
 def locate(command: str, kind: str) -> LauncherCall | None:
     """Where the per-node launcher ``kind`` (a :mod:`jobs.launchers` name) starts in ``command``."""
-    match = _LOCATE[kind].search(command)
-    if match is None:
-        return None
-    end = len(command)
-    tokens = list(re.finditer(r"\S+", command[match.end():]))
-    for i, token in enumerate(tokens):
-        text = token.group()
-        ends_options = kind != launchers.LIGHTNING and (
-            text.endswith(".py") or text in ("-m", "--module")
-            or (i > 0 and tokens[i - 1].group() in ("--no_python", "--no-python"))
-        )
-        if text in _SHELL_OPERATORS or ends_options:
-            end = match.end() + token.start()
-            break
-    return LauncherCall(kind=kind, options_start=match.end(), options_end=end)
+    script = shell.evaluate(command, placeholders={})
+    contract = topology.Contract("pytorch", 1, 1)
+    for cmd in script.commands:
+        launch = topology.read_launch(cmd, contract)
+        if launch is None or launch.launcher != kind:
+            continue
+        spans = _spans(command, cmd)
+        if spans is None:
+            return None
+        program = _program_words(cmd, kind)
+        if kind == launchers.LIGHTNING:
+            return LauncherCall(kind, spans[program - 1].end, tuple(spans[program:]))
+        end = next((i for i in range(program, len(spans)) if _script_word(cmd, i, kind)), len(spans))
+        return LauncherCall(kind, spans[program - 1].end, tuple(spans[program:end]))
+    return None
+
+
+def _program_words(command: shell.Command, kind: str) -> int:
+    """How many words name the launcher (``torchrun``: 1; ``python -u -m torch.distributed.run``: 4;
+    ``accelerate launch``: 2; for Lightning the program and its script)."""
+    values = [w.value for w in command.argv]
+    name = posixpath.basename(values[0] or "")
+    if name == "accelerate" or name in ("fabric", "lightning"):
+        return 3 if len(values) > 2 and values[1] == "run" and values[2] == "model" else 2
+    if name in ("torchrun", "deepspeed"):
+        return 1
+    for i, value in enumerate(values[1:], start=1):
+        if value == "-m":
+            count = i + 2
+            if values[i + 1] == "lightning" and i + 2 < len(values) and values[i + 2] == "run":
+                count += 2 if i + 3 < len(values) and values[i + 3] == "model" else 1
+            return count
+        if value is None or not value.startswith("-"):
+            return i + 1  # python [options] script.py: a Lightning script's arguments follow it
+    return len(values)
+
+
+def _script_word(command: shell.Command, index: int, kind: str) -> bool:
+    """Whether the word at ``index`` ends a launcher's own options: its script, ``-m``, or what ``--no_python``
+    runs."""
+    words = command.argv
+    value = words[index].value or ""
+    before = words[index - 1].value if index else None
+    if before in ("--no_python", "--no-python"):
+        return True
+    if value in ("-m", "--module"):
+        return True
+    if value.startswith("-"):
+        return False
+    # a value of the option before it, or the script
+    return not (before or "").startswith("-") or "=" in (before or "") or before in _BOOLEAN_FLAGS
+
+
+_BOOLEAN_FLAGS = frozenset({*topology.TORCHRUN_BOOLEANS, *topology.ACCELERATE_BOOLEANS, *topology.DEEPSPEED_BOOLEANS,
+                            "--standalone", "--no-python", "--multi-gpu", "--use-env", "--same-network"})
 
 
 def _flag(command: str, call: LauncherCall, names: tuple[str, ...]) -> _Flag | None:
-    pattern = re.compile(r"(?<!\S)(?:" + "|".join(re.escape(n) for n in names) + r")(?:=|\s+)(?P<value>[^\s;&|]+)")
-    match = pattern.search(command, call.options_start, call.options_end)
-    if match is None:
-        return None
-    return _Flag(match.group("value"), match.start("value"), match.end("value"))
+    for i, span in enumerate(call.options):
+        value = span.value or ""
+        name, eq, inline = value.partition("=")
+        if name not in names:
+            continue
+        if eq:
+            text = command[span.start:span.end]
+            offset = text.find("=") + 1
+            return _Flag(inline, span.start + offset, span.end)
+        if i + 1 < len(call.options):
+            nxt = call.options[i + 1]
+            written = command[nxt.start:nxt.end]
+            return _Flag(nxt.value if nxt.value is not None else written, nxt.start, nxt.end)
+    return None
 
 
 def workers_flag_given(command: str, call: LauncherCall) -> bool:
@@ -127,7 +198,7 @@ def rescale(command: str, call: LauncherCall, *, nodes: int, procs_per_node: int
         edits.append((procs.start, procs.end, str(procs_value), f"{procs_name} {procs.value} -> {procs_value}"))
     nodes_flag = _flag(command, call, _NODES_FLAGS[call.kind])
     # A literal node count is rescaled; `--nnodes $WORLD_SIZE` already follows the local contract.
-    literal = nodes_flag is not None and re.fullmatch(r"[0-9]+(:[0-9]+)?", nodes_flag.value)
+    literal = nodes_flag is not None and nodes_flag.value.replace(":", "", 1).isdigit()
     if nodes_flag is not None and literal and nodes_flag.value != str(nodes):
         name = _NODES_FLAGS[call.kind][0]
         edits.append((nodes_flag.start, nodes_flag.end, str(nodes), f"{name} {nodes_flag.value} -> {nodes}"))

@@ -87,7 +87,7 @@ class RunResult:
     first_failure: str | None = None
     """The label of the process whose failure stopped the run."""
     notes: tuple[str, ...] = ()
-    """What known signatures in the output say of a failed run (:mod:`jobs.emulate.diagnose`)."""
+    """What known signatures in the output say of a failed run (:mod:`jobs.diagnose`)."""
 
     def summary(self) -> str:
         """The closing table: one row per process (per rank under MPI), then the verdict."""

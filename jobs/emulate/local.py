@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
 
-from jobs.emulate.diagnose import Diagnosis
+from jobs.diagnose import Diagnosis
 from jobs.emulate.launcher import (
     EXIT_INTERRUPTED,
     EXIT_TIMEOUT,

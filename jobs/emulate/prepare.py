@@ -110,7 +110,11 @@ def prepare(run: ResolvedRun, request: Request, *, root: Path, workdir: Path,
 
     workdir.mkdir(parents=True, exist_ok=True)
     snapshot = workdir / "code"
-    files = copy_code(root / spec["code"], snapshot)
+    if spec.get("code") is not None:
+        files = copy_code(root / spec["code"], snapshot)
+    else:  # a command that needs only its environment starts in an empty folder
+        snapshot.mkdir()
+        files = 0
     for folder in folders.values():
         folder.mkdir(parents=True)
 

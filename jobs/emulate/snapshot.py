@@ -10,20 +10,25 @@ folder cannot be re-included, as in git.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from infra import regex as linear
 
 IGNORE_FILES = (".amlignore", ".gitignore")
 
 
 @dataclass(frozen=True)
 class _Pattern:
-    regex: re.Pattern[str]
+    regex: linear.Pattern
     negated: bool
     folders_only: bool
     anchored: bool
+
+
+_DOUBLE_STAR = linear.compile(r"(\*\*/|/\*\*$)")
+_GLOB_TOKEN = linear.compile(r"(?s)\[[^]]+\]|.")
 
 
 def _compile(line: str) -> _Pattern | None:
@@ -37,20 +42,24 @@ def _compile(line: str) -> _Pattern | None:
     anchored = "/" in line
     line = line.lstrip("/")
     parts = []
-    for piece in re.split(r"(\*\*/|/\*\*$)", line):
+    for piece in _DOUBLE_STAR.split(line):
         if piece == "**/":
             parts.append("(?:.*/)?")
         elif piece == "/**":
             parts.append("/.*")
         elif piece:
             parts.append(_glob_to_regex(piece))
-    return _Pattern(re.compile("".join(parts) + r"\Z", re.S), negated, folders_only, anchored)
+    try:
+        compiled = linear.compile("(?s)" + "".join(parts) + r"\z")
+    except ValueError:  # git skips a line it cannot read (e.g. a range [z-a]); so does Azure ML's upload
+        return None
+    return _Pattern(compiled, negated, folders_only, anchored)
 
 
 def _glob_to_regex(glob: str) -> str:
     """One glob without ``**``: ``*`` and ``?`` never cross a ``/`` (unlike :mod:`fnmatch`)."""
     out = []
-    for token in re.findall(r"\[[^]]+\]|.", glob, re.S):
+    for token in _GLOB_TOKEN.findall(glob):
         if token == "*":
             out.append("[^/]*")
         elif token == "?":
@@ -59,7 +68,7 @@ def _glob_to_regex(glob: str) -> str:
             body = token[1:-1]
             out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
         else:
-            out.append(re.escape(token))
+            out.append(linear.escape(token))
     return "".join(out)
 
 

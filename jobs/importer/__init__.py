@@ -1,6 +1,8 @@
 """``amlgpu import``: existing Azure ML jobs as stack entries.
 
-Reads CLI v2 command job files (:mod:`jobs.importer.cliv2`) and SDK v1/v2 submission scripts
+Reads CLI v2 command job files (:mod:`jobs.importer.cliv2`), pipeline and sweep job files
+(:mod:`jobs.importer.pipeline`), SDK v1/v2 submission scripts and SDK v2 ``@pipeline`` functions
+(:mod:`jobs.importer.sdk_pipeline`)
 (:mod:`jobs.importer.sdk`, read with :mod:`ast`, never executed), maps what they name onto the stack
 (:mod:`jobs.importer.mapping`) and returns :class:`Draft` entries: each with the file and line it came
 from, the placeholders left where a value cannot be derived statically, and notes on what changed.
@@ -9,18 +11,18 @@ from, the placeholders left where a value cannot be derived statically, and note
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from jobs.importer import cliv2, sdk
+from infra import regex as linear
+from jobs.importer import cliv2, pipeline, sdk, sdk_pipeline
 from jobs.importer.base import Draft, ImportInputError, Placeholder, Source, contains_placeholder
 from jobs.importer.mapping import Context
 from model.config import build
 from model.errors import ConfigError
-from model.runs import Run
+from model.pipelines import JOB_ENTRY
 
 __all__ = ["Context", "Draft", "ImportInputError", "Placeholder", "import_files"]
 
@@ -44,9 +46,9 @@ def import_files(paths: list[Path], ctx: Context, *, name: str | None = None) ->
         if not path.is_file():
             raise ImportInputError("no such file", file=source.display)
         if cliv2.is_job_file(path):
-            drafts += cliv2.read(source, ctx)
+            drafts += pipeline.read(source, ctx) if pipeline.is_composite_file(source) else cliv2.read(source, ctx)
         elif sdk.is_script(path):
-            drafts += sdk.read(source, ctx)
+            drafts += sdk_pipeline.read(source, ctx) if sdk_pipeline.has_pipeline(source) else sdk.read(source, ctx)
         else:
             raise ImportInputError("not a job file (.yml/.yaml) or a Python script (.py)", file=source.display)
     if name is not None:
@@ -81,20 +83,22 @@ def _unique_names(drafts: list[Draft], ctx: Context) -> None:
 
 def _validate(drafts: list[Draft], ctx: Context) -> None:
     """Each complete draft against the run model and, with a stack, the whole stack with the drafts added."""
-    complete = [d for d in drafts if not d.placeholders and not contains_placeholder(d.run)]
+    # A TODO held in a comment leaves the entry itself complete: it is checked like any other.
+    complete = [d for d in drafts if not any(p.in_value for p in d.placeholders) and not contains_placeholder(d.run)]
     for draft in complete:
         try:
-            Run.model_validate(draft.run)
+            JOB_ENTRY.validate_python(draft.run)
         except ValidationError as err:
             first = err.errors(include_url=False)[0]
             # pydantic's loc holds union tags (model names, distribution types) the user never wrote
             tags = ("pytorch", "mpi", "tensorflow")
-            where = ".".join(str(p) for p in first["loc"] if not str(p)[:1].isupper() and p not in tags)
+            path = [p for p in first["loc"] if not str(p)[:1].isupper() and p not in tags]
+            where = ".".join(str(p) for p in path)
             message = first["msg"].removeprefix("Value error, ")
             raise ImportInputError(
                 f"run {draft.run.get('name')!r}: {where + ': ' if where else ''}{message}"
                 " (the stack model refuses this as written)", file=draft.file,
-                line=draft.line_of(first["loc"][0] if first["loc"] else "")) from None
+                line=draft.line_of(path[0] if path else "")) from None
     if ctx.stack is None or not complete:
         return
     values, added = stack_values(ctx, complete)
@@ -106,11 +110,11 @@ def _validate(drafts: list[Draft], ctx: Context) -> None:
             "environments": [None] * (len(values["environments"]) - len(added))
             + [d for d in complete for _ in d.environments],
         }
-        match = re.search(r":(jobs|environments)\[(\d+)\]", err.key or "")
+        match = linear.compile(r":(jobs|environments)\[(\d+)\]").search(err.key or "")
         owner = owners[match.group(1)][int(match.group(2))] if match else None
         if owner is None:
             raise
-        field = re.search(r"\]\.([a-z_]+)", err.key or "")
+        field = linear.compile(r"\]\.([a-z_]+)").search(err.key or "")
         raise ImportInputError(f"{err.key}: {err.message}", file=owner.file,
                                line=owner.line_of(field.group(1) if field else "")) from None
 

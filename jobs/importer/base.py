@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra import regex as linear
 from model.errors import UserError
 
 PLACEHOLDER_MARK = "TODO(amlgpu import)"
 """Every value left for the user starts with this, so it is found with one search and never planned."""
 
-_SLUG = re.compile(r"[^A-Za-z0-9_-]+")
+_SLUG = linear.compile(r"[^A-Za-z0-9_-]+")
 
 
 class ImportInputError(UserError):
@@ -31,6 +31,9 @@ class Placeholder:
     key: str
     why: str
     fix: str
+    in_value: bool = True
+    """The marked string stands in the entry in place of the value; False: a comment above the entry says it
+    (what the source sets that the entry cannot hold, or that lies outside the entry, such as a file)."""
 
     @property
     def value(self) -> str:
@@ -65,6 +68,17 @@ class Draft:
         placeholder = Placeholder(self.file, line, key, why, fix)
         self.placeholders.append(placeholder)
         return placeholder.value
+
+    def todo(self, key: str, line: int, why: str, fix: str) -> None:
+        """Record what the source sets and the entry does not hold: a marked comment above the entry (and exit 1),
+        so nothing the source said is dropped without a word."""
+        self.placeholders.append(Placeholder(self.file, line, key, why, fix, in_value=False))
+
+    @property
+    def comments(self) -> list[str]:
+        """The entry's comment lines: where it came from, the notes, and the TODOs not held in a value."""
+        return [f"imported from {self.origin} ({self.kind})", *(f"note: {n}" for n in self.notes),
+                *(p.value for p in self.placeholders if not p.in_value)]
 
 
 @dataclass

@@ -21,6 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedBase
 from ruamel.yaml.error import YAMLError
 
+from infra import bounded
 from jobs.importer.base import Draft, ImportInputError, Source, slug
 from jobs.importer.mapping import (
     Context,
@@ -55,11 +56,18 @@ def _line_of(node: Any, key: str, default: int) -> int:
 
 
 def load_yaml(source: Source) -> Any:
-    """The document, with ruamel's line information; unreadable YAML is exit 2 with its line."""
+    """The document, with ruamel's line information; unreadable YAML is exit 2 with its line.
+
+    The text first goes through the project's bounded YAML reader (:data:`infra.bounded.JOB_FILE`: size,
+    alias expansion, depth), so ruamel (pure Python, recursive) and the walk that copies the document never
+    see a bomb or a document nested deeper than they can follow."""
     try:
-        text = source.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ImportInputError(f"cannot read the file: {err}", file=source.display) from None
+        text = bounded.read_text(source.path, bounded.JOB_FILE)
+        bounded.check(text, bounded.JOB_FILE)
+    except OSError as err:
+        raise ImportInputError(f"cannot read the file: {err.strerror or err}", file=source.display) from None
+    except bounded.BoundedInputError as err:
+        raise ImportInputError(err.message, file=source.display, line=err.line) from None
     try:
         return YAML(typ="rt", pure=True).load(text)
     except YAMLError as err:
@@ -80,7 +88,7 @@ def read(source: Source, ctx: Context) -> list[Draft]:
         raise ImportInputError(f"a component ({schema}), not a job: import the job that uses it",
                                file=source.display, line=_line_of(document, "$schema", 1))
     if kind != "command":
-        raise ImportInputError(f"a {kind} job, not a command job: import the command jobs it runs, one file each",
+        raise ImportInputError(f"a {kind} job: amlgpu imports command, pipeline and sweep jobs",
                                file=source.display, line=_line_of(document, "type", 1))
     if "command" not in document:
         raise ImportInputError("not a command job: no 'command' key (an Azure ML CLI v2 command job has one)",
@@ -89,10 +97,11 @@ def read(source: Source, ctx: Context) -> list[Draft]:
     line = 1
     draft = Draft(file=source.display, line=line, kind=KIND, run={},
                   key_lines={str(key): _line_of(document, str(key), line) for key in document})
+    job = _current_schema(draft, job)
     run = draft.run
     stem = source.path.stem
     run["name"] = job.get("name") or slug(source.path.parent.name if stem in ("job", "pipeline") else stem)
-    for key in ("display_name", "experiment_name", "description", "tags"):
+    for key in ("display_name", "experiment_name", "description", "tags", "properties"):
         if key in job:
             run[key] = job[key]
     if "code" in job:
@@ -114,6 +123,46 @@ def read(source: Source, ctx: Context) -> list[Draft]:
         if key not in run and key not in ("$schema", "type", "name", "code", "environment", "compute", "distribution"):
             run[key] = job[key]  # limits, identity, services, queue_settings... and anything the model refuses
     return [draft]
+
+
+def _current_schema(draft: Draft, job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with the preview CLI's spellings in today's, each change noted in the entry: ``code.local_path``
+    (now ``code``), ``compute.target`` (now ``compute``; its ``instance_count`` now ``resources``), a service's
+    ``job_service_type`` (now ``type``); and an input's ``description``, which job inputs do not take. azure-ai-ml
+    (the CLI v2) refuses each of them today."""
+    job = dict(job)
+    code = job.get("code")
+    if isinstance(code, dict) and set(code) == {"local_path"}:
+        job["code"] = code["local_path"]
+        draft.notes.append(f"code.local_path (the preview CLI's spelling) is now written code: {code['local_path']}")
+    compute = job.get("compute")
+    if isinstance(compute, dict) and "target" in compute and set(compute) <= {"target", "instance_count"}:
+        job["compute"] = compute["target"]
+        draft.notes.append(f"compute.target (the preview CLI's spelling) is now written compute: {compute['target']}")
+        if "instance_count" in compute:
+            job["resources"] = {**(job.get("resources") or {}), "instance_count": compute["instance_count"]}
+            draft.notes.append("compute.instance_count (the preview CLI's spelling) is now resources.instance_count")
+    services = job.get("services")
+    if isinstance(services, dict):
+        renamed = {}
+        for name, service in services.items():
+            if isinstance(service, dict) and "job_service_type" in service and "type" not in service:
+                service = {("type" if k == "job_service_type" else k): v for k, v in service.items()}
+                draft.notes.append(f"services.{name}.job_service_type (the preview CLI's spelling) is now written "
+                                   f"type: {service['type']}")
+            renamed[name] = service
+        job["services"] = renamed
+    inputs = job.get("inputs")
+    if isinstance(inputs, dict):
+        kept = {}
+        for name, value in inputs.items():
+            if isinstance(value, dict) and "description" in value:
+                value = {k: v for k, v in value.items() if k != "description"}
+                draft.notes.append(f"inputs.{name}.description dropped: a job's inputs take none (azure-ai-ml refuses "
+                                   "it); say it in the run's description instead")
+            kept[name] = value
+        job["inputs"] = kept
+    return job
 
 
 def distribution(draft: Draft, given: Any, resources: Any) -> Any:

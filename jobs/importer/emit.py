@@ -21,18 +21,22 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from jobs.importer.base import Draft
 from model import NAMESPACE
+from model.pipelines import PipelineJob, SweepJob
 from model.runs import Run
 
 JOBS_KEY = f"{NAMESPACE}:jobs"
 ENVIRONMENTS_KEY = f"{NAMESPACE}:environments"
 
-_RUN_ORDER = list(Run.model_fields)
+_ORDERS = {kind: ["name", "type", *model.model_fields] for kind, model in (
+    ("command", Run), ("pipeline", PipelineJob), ("sweep", SweepJob))}
 
 
 def _ordered(run: dict[str, Any]) -> CommentedMap:
-    """A run with its keys in the run model's order (name first), nested values as plain YAML."""
+    """An entry with its keys in its model's order (name first, then a pipeline's or sweep's type), nested
+    values as plain YAML."""
+    order = _ORDERS.get(str(run.get("type", "command")), _ORDERS["command"])
     out = CommentedMap()
-    for key in sorted(run, key=lambda k: _RUN_ORDER.index(k) if k in _RUN_ORDER else len(_RUN_ORDER)):
+    for key in sorted(run, key=lambda k: order.index(k) if k in order else len(order)):
         out[key] = run[key]
     return out
 
@@ -87,8 +91,7 @@ def render(drafts: list[Draft]) -> str:
             environments.append(CommentedMap(env))
             environments.yaml_set_comment_before_after_key(len(environments) - 1, before=_for_run(draft), indent=2)
         jobs.append(_ordered(draft.run))
-        notes = [_origin_comment(draft), *(f"note: {n}" for n in draft.notes)]
-        jobs.yaml_set_comment_before_after_key(len(jobs) - 1, before="\n".join(notes), indent=2)
+        jobs.yaml_set_comment_before_after_key(len(jobs) - 1, before="\n".join(draft.comments), indent=2)
     if environments:
         document[ENVIRONMENTS_KEY] = environments
     document[JOBS_KEY] = jobs
@@ -126,7 +129,7 @@ def append_to_stack(path: Path, drafts: list[Draft]) -> str:
             seq = config[key] = CommentedSeq()
         for entry, draft in items:
             item = _ordered(entry) if key == JOBS_KEY else CommentedMap(entry)
-            comment = _origin_comment(draft) if key == JOBS_KEY else _for_run(draft)
+            comment = "\n".join(draft.comments) if key == JOBS_KEY else _for_run(draft)
             _append(seq, item, comment, item_indent)
     stream = io.StringIO()
     yaml.dump(document, stream)
@@ -137,13 +140,15 @@ def write_atomically(path: Path, text: str, check: Callable[[Path], object]) -> 
     """Replace ``path`` with ``text`` all at once, keeping its permissions, once ``check`` accepts the new
     file (it is called with the written temporary file and raises to refuse it: the original stays)."""
     mode = path.stat().st_mode & 0o777
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    temporary: str | None = None
     try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(temporary, mode)
         check(Path(temporary))
         os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+    except BaseException:  # KeyboardInterrupt included: the caller makes Ctrl-C and SIGTERM raise it
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
         raise

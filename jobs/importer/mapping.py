@@ -17,18 +17,18 @@ same way whichever form it came in:
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import ValidationError
 
+from infra import regex as linear
 from infra.model import Environment
 from jobs.importer.base import Draft, ImportInputError, slug
 from model.project import LoadedStack
 
-_ASSET_REF = re.compile(r"^azureml:(?P<name>[^:@/]+)(?::(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))?$")
+_ASSET_REF = linear.compile(r"^azureml:(?P<name>[^:@/]+)(?::(?P<version>[^:@/]+)|@(?P<label>[^:@/]+))?$")
 
 
 @dataclass

@@ -36,12 +36,17 @@ What the text does not determine (a value computed at run time, a configuration 
 
 from __future__ import annotations
 
-import re
+import contextlib
+import dataclasses
+import os
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from jobs.importer.base import PLACEHOLDER_MARK, Draft, ImportInputError, Source, slug
+from infra import bounded
+from infra import regex as linear
+from jobs.importer.base import PLACEHOLDER_MARK, Draft, ImportInputError, Source, contains_placeholder, slug
 from jobs.importer.cliv2 import NO_DISTRIBUTION_NOTE, distribution, inline_environment, local_data
 from jobs.importer.mapping import (
     Context,
@@ -50,13 +55,23 @@ from jobs.importer.mapping import (
     map_environment_reference,
     project_path,
 )
-from jobs.importer.static import Call, DataRef, Module, PathValue, Unknown, evaluate
+from jobs.importer.static import (
+    MAX_SCRIPT_BYTES,
+    SUBMITTED,
+    Call,
+    DataRef,
+    Module,
+    PathValue,
+    ScriptTooLarge,
+    Unknown,
+    evaluate,
+)
 from model.runs import is_remote_path
 
 V1_KIND = "SDK v1 ScriptRunConfig"
 V2_KIND = "SDK v2 command()"
 
-_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./{}$-]+$")
+_SHELL_SAFE = linear.compile(r"^[A-Za-z0-9_@%+=:,./{}$-]+$")
 _GENERIC_STEMS = frozenset({"job", "run", "submit", "main", "launch", "pipeline", "train_job", "submit_job"})
 
 
@@ -65,20 +80,36 @@ def _word(token: str) -> str:
     if _SHELL_SAFE.match(token):
         return token
     if "$" in token:
-        return '"' + re.sub(r'(["\\`])', r"\\\1", token) + '"'
+        return '"' + linear.compile(r'(["\\`])').sub(r"\\\1", token) + '"'
     return shlex.quote(token)
+
+
+def read_script(source: Source) -> str:
+    """The text of a submission script, read within :data:`MAX_SCRIPT_BYTES`; bad input names the file."""
+    try:
+        return bounded.decode(bounded.read_bytes(source.path, MAX_SCRIPT_BYTES, "a submission script"))
+    except OSError as err:
+        raise ImportInputError(f"cannot read the file: {err.strerror or err}", file=source.display) from None
+    except bounded.BoundedInputError as err:
+        raise ImportInputError(err.message, file=source.display, line=err.line) from None
+
+
+@contextlib.contextmanager
+def python_errors(source: Source) -> Iterator[None]:
+    """Text that is not Python, or a script past the import's bounds, as bad input naming the file and line."""
+    try:
+        yield
+    except SyntaxError as err:
+        raise ImportInputError(f"not Python: {err.msg}", file=source.display, line=err.lineno) from None
+    except ScriptTooLarge as err:
+        raise ImportInputError(str(err), file=source.display, line=err.line) from None
 
 
 def read(source: Source, ctx: Context) -> list[Draft]:
     """Every ``ScriptRunConfig(...)`` and ``command(...)`` of a script, as drafts (exit 2 when none)."""
-    try:
-        text = source.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ImportInputError(f"cannot read the file: {err}", file=source.display) from None
-    try:
+    text = read_script(source)
+    with python_errors(source):
         module = evaluate(text, str(source.path.resolve()))
-    except SyntaxError as err:
-        raise ImportInputError(f"not Python: {err.msg}", file=source.display, line=err.lineno) from None
     runs = [c for c in module.calls if c.name == "ScriptRunConfig"]
     commands = [c for c in module.calls if c.name == "command" and c.qualified.startswith(("azure.ai.ml", "command"))]
     if not runs and not commands:
@@ -89,7 +120,7 @@ def read(source: Source, ctx: Context) -> list[Draft]:
                 f"{unread[1]}(...) is called inside a function, class or loop, which import does not follow: "
                 "move the call to the module level (or into main()) with its arguments", file=source.display,
                 line=unread[0])
-        if re.search(r"\b(Estimator|PyTorch|TensorFlow)\s*\(", text):
+        if linear.compile(r"\b(Estimator|PyTorch|TensorFlow)\s*\(").search(text):
             hint = "; SDK v1 estimators are not read: rewrite the estimator as a ScriptRunConfig first"
         raise ImportInputError(
             "no ScriptRunConfig(...) (SDK v1) or command(...) (SDK v2) call: nothing to import" + hint,
@@ -173,23 +204,47 @@ def _literal(draft: Draft, value: Any, key: str, line: int) -> Any:
 # ------------------------------------------------------------------------------------------ SDK v1
 
 
+_V1_PARAMETERS = ("source_directory", "script", "arguments", "run_config", "compute_target", "environment",
+                  "distributed_job_config", "resume_from", "max_run_duration_seconds", "command",
+                  "docker_runtime_config")
+"""``ScriptRunConfig``'s parameters: also its attributes, which a script may set after construction."""
+
+
 def _v1(call: Call, module: Module, source: Source, ctx: Context, name: str, experiment: str | None) -> Draft:
     draft = Draft(file=source.display, line=call.line, kind=V1_KIND, run={"name": name})
     run = draft.run
+    later = {k: v for k, v in call.attrs.items() if k in _V1_PARAMETERS}
+    for key in sorted(later):
+        draft.notes.append(f"{key} is set after ScriptRunConfig(...) (line {call.attr_lines[key]}): imported as the "
+                           "value the run is submitted with")
+    call = dataclasses.replace(call, kwargs={**call.kwargs, **later})
     if experiment:
         run["experiment_name"] = experiment
     run["code"] = _folder(ctx, draft, source, call.arg(0, "source_directory"), "source_directory", call.line)
     inputs: dict[str, Any] = {}
     run["command"] = _v1_command(draft, call, inputs)
     run_config = call.arg(3, "run_config")
-    via_run_config = run_config is not None
-    if via_run_config:
+    # What the run configuration holds: the RunConfiguration passed in, then `src.run_config.x = ...` assignments.
+    settings = dict(run_config.attrs) if isinstance(run_config, Call) else {}
+    settings |= {k.removeprefix("run_config."): v for k, v in call.attrs.items() if k.startswith("run_config.")}
+    setting_lines = {k.removeprefix("run_config."): v for k, v in call.attr_lines.items()
+                     if k.startswith("run_config.")}
+    if run_config is not None:
         # azureml-core ignores compute_target, environment, distributed_job_config... when run_config is given.
         why = "the run's compute, environment and distribution are set by run_config (a RunConfiguration)"
         fix = "write them here as the RunConfiguration sets them"
-        run["environment"] = draft.leave("environment", call.line, why, fix)
-        run["compute"] = draft.leave("compute", call.line, why, fix)
+        environment = settings.pop("environment", None)
+        if environment is not None or ctx.environment:
+            run["environment"], variables = _v1_environment(ctx, draft, source, environment, call.line, name)
+            if variables:
+                run["environment_variables"] = variables
+        else:
+            run["environment"] = draft.leave("environment", call.line, why, fix)
+        target = settings.pop("target", None)
+        run["compute"] = _v1_compute(ctx, draft, target, call.line) if target is not None or ctx.compute \
+            else draft.leave("compute", call.line, why, fix)
         run["distribution"] = draft.leave("distribution", call.line, why, fix)
+        nodes: Any = None
     else:
         environment, variables = _v1_environment(ctx, draft, source, call.arg(6, "environment"), call.line, name)
         run["environment"] = environment
@@ -198,14 +253,16 @@ def _v1(call: Call, module: Module, source: Source, ctx: Context, name: str, exp
         run["compute"] = _v1_compute(ctx, draft, call.arg(5, "compute_target"), call.line)
         dist, nodes = _v1_distribution(draft, call.arg(7, "distributed_job_config"), call.line, run["command"])
         run["distribution"] = dist
-        resources: dict[str, Any] = {"instance_count": nodes}
-        docker = call.arg(11, "docker_runtime_config")
-        if isinstance(docker, Call) and docker.name == "DockerConfiguration":
-            if docker.given(99, "shm_size"):
-                resources["shm_size"] = _literal(draft, docker.arg(99, "shm_size"), "resources.shm_size", docker.line)
-            arguments = docker.arg(99, "arguments")  # keyword-only here: positions differ across versions
-            if isinstance(arguments, list) and arguments:
-                resources["docker_args"] = " ".join(_word(str(a)) for a in arguments)
+    resources: dict[str, Any] = {} if nodes is None else {"instance_count": nodes}
+    _v1_run_config(draft, settings, setting_lines, run, resources, distributed=call.given(7, "distributed_job_config"))
+    docker = call.arg(11, "docker_runtime_config")
+    if isinstance(docker, Call) and docker.name == "DockerConfiguration":
+        if docker.given(99, "shm_size"):
+            resources["shm_size"] = _literal(draft, docker.arg(99, "shm_size"), "resources.shm_size", docker.line)
+        arguments = docker.arg(99, "arguments")  # keyword-only here: positions differ across versions
+        if isinstance(arguments, list) and arguments:
+            resources["docker_args"] = " ".join(_word(str(a)) for a in arguments)
+    if resources:
         run["resources"] = resources
     if inputs:
         run["inputs"] = inputs
@@ -216,8 +273,74 @@ def _v1(call: Call, module: Module, source: Source, ctx: Context, name: str, exp
         run["command"] += " " + _text_placeholder(
             draft, "command", Unknown(call.line, "resume_from adds --resume-from <a mounted checkpoint folder>"),
             "declare the checkpoint folder as an input and pass --resume-from ${{inputs.<name>}}")
+    _submitted_v1(draft, call)
+    _files_written(draft, module, source, ctx)
     _note_v1_variables(draft, run["command"])
     return draft
+
+
+def _v1_run_config(draft: Draft, settings: dict[str, Any], lines: dict[str, int], run: dict[str, Any],
+                   resources: dict[str, Any], *, distributed: bool) -> None:
+    """What the run configuration sets (``src.run_config.environment_variables["X"] = ...``, ``.node_count``...):
+    mapped where the entry has the key, a TODO where it does not."""
+    for key, value in sorted(settings.items()):
+        line = lines.get(key, draft.line)
+        if key == "environment_variables":
+            variables = _strings(draft, value, "environment_variables", line)
+            known = run.get("environment_variables", {})
+            run["environment_variables"] = {**known, **variables} if isinstance(variables, dict) else variables
+        elif key == "node_count" and not distributed:
+            resources["instance_count"] = _count(draft, value, "run_config.node_count", line)
+        elif key == "node_count" and value != resources.get("instance_count"):
+            draft.todo("resources.instance_count", line, f"run_config.node_count is {value!r} and "
+                       f"distributed_job_config gives {resources.get('instance_count')!r} nodes",
+                       "write the node count the run uses")
+        elif key in ("target", "environment") and run.get("compute" if key == "target" else "environment"):
+            if key == "target" and isinstance(value, str) and value.removeprefix("azureml:") == run["compute"]:
+                continue
+            entry_key = "compute" if key == "target" else "environment"
+            draft.todo(key, line, f"run_config.{key} is set as well as the ScriptRunConfig's own",
+                       f"check that the entry's {entry_key} is the one it runs on")
+        elif key != "node_count":
+            draft.todo(f"run_config.{key}", line, f"run_config.{key} is set and not imported",
+                       f"write what {key} sets in the entry (docs/migrating.md maps the SDK v1 settings)")
+
+
+def _submitted_v1(draft: Draft, call: Call) -> None:
+    """``experiment.submit(src, tags={...})``: the submission's tags are the run's; anything else a TODO."""
+    for key, value in call.attrs.items():
+        if not key.startswith(SUBMITTED):
+            continue
+        keyword, line = key.removeprefix(SUBMITTED), call.attr_lines[key]
+        if keyword == "tags":
+            draft.run["tags"] = _strings(draft, value, "tags", line)
+        else:
+            draft.todo(keyword, line, f"the submission passes {keyword}=..., which is not imported",
+                       f"write what {keyword} sets in the entry")
+
+
+def _files_written(draft: Draft, module: Module, source: Source, ctx: Context) -> None:
+    """Each file the script writes into the run's code folder before submitting: the run reads it from its
+    snapshot, which the stack uploads from the project as it is. A TODO names a file the project lacks."""
+    code = draft.run.get("code")
+    if not isinstance(code, str) or contains_placeholder(code):
+        return
+    folder = (ctx.root / code).resolve()
+    for write in module.writes:
+        if isinstance(write.path, Unknown):
+            draft.notes.append(f"the script writes a file whose path is known only at run time (line {write.line}): "
+                               f"if it lands in the code folder {code!r}, the run needs it there")
+            continue
+        path = Path(os.path.normpath(source.folder / write.path))
+        if not path.is_relative_to(folder):
+            continue
+        inside = path.relative_to(folder).as_posix()
+        if path.is_file():
+            draft.notes.append(f"the script writes {inside} into the code folder (line {write.line}); the run gets the "
+                               f"copy in {code}/: keep it as the script would write it")
+        else:
+            draft.todo("code", write.line, f"the script writes {inside} into the code folder before submitting, and "
+                       "the run reads its copy there", f"save {inside} in {code}/ (the content the script writes)")
 
 
 def _v1_command(draft: Draft, call: Call, inputs: dict[str, Any]) -> str:
@@ -272,15 +395,21 @@ def _argument(draft: Draft, token: Any, previous: Any, inputs: dict[str, Any], l
 
 def _data_input(draft: Draft, ref: DataRef, previous: Any, inputs: dict[str, Any]) -> str:
     flag = previous.lstrip("-").split()[-1] if isinstance(previous, str) and previous.startswith("-") else None
-    base = re.sub(r"[^A-Za-z0-9_]", "_", ref.name or flag or "data")
-    if not re.match(r"[A-Za-z_]", base):
+    base = linear.compile(r"[^A-Za-z0-9_]").sub("_", ref.name or flag or "data")
+    if not linear.compile(r"[A-Za-z_]").match(base):
         base = f"data_{base}"
     name, n = base, 2
     while name in inputs:
         name, n = f"{base}_{n}", n + 1
     dataset = ref.dataset
     path: str
-    if isinstance(dataset, Call) and dataset.name == "Dataset.get_by_name":
+    kind = "uri_folder"
+    url = _single_url(dataset)
+    if url is not None:
+        # A FileDataset of one file delivers that file (azureml-core: "the download location will be the path of
+        # the single downloaded file"); v2 reads the URL itself as a uri_file input.
+        path, kind = url, "uri_file"
+    elif isinstance(dataset, Call) and dataset.name == "Dataset.get_by_name":
         asset, version = dataset.arg(1, "name"), dataset.arg(2, "version", "latest")
         if isinstance(asset, str) and isinstance(version, str | int) and not isinstance(version, bool):
             path = f"azureml:{asset}@latest" if str(version) == "latest" else f"azureml:{asset}:{version}"
@@ -294,8 +423,18 @@ def _data_input(draft: Draft, ref: DataRef, previous: Any, inputs: dict[str, Any
             if isinstance(dataset, Call) else "the dataset is computed at run time")
         path = draft.leave(f"inputs.{name}.path", ref.line, why,
                            "register the data as a data asset and write azureml:<name>:<version>")
-    inputs[name] = {"type": "uri_folder", "path": path, "mode": ref.mode}
+    inputs[name] = {"type": kind, "path": path, "mode": ref.mode}
     return f"${{{{inputs.{name}}}}}"
+
+
+def _single_url(dataset: Any) -> str | None:
+    """The one http(s) URL a ``Dataset.File.from_files(...)`` reads, if that is what it reads."""
+    if not isinstance(dataset, Call) or dataset.name != "Dataset.File.from_files":
+        return None
+    path = dataset.arg(0, "path")
+    if isinstance(path, list) and len(path) == 1:
+        path = path[0]
+    return path if isinstance(path, str) and path.startswith(("https://", "http://")) else None
 
 
 def _v1_compute(ctx: Context, draft: Draft, target: Any, line: int) -> str:
@@ -343,6 +482,16 @@ def _v1_environment(ctx: Context, draft: Draft, source: Source, env: Any, line: 
         path = source.folder / dockerfile
         entry["build"] = {"path": project_path(ctx, path.parent, draft, "dockerfile", env.line),
                           "dockerfile_path": path.name}
+    elif env.name == "Environment.from_docker_build_context":
+        context = env.arg(1, "docker_build_context")
+        folder = _path(context.arg(1, "path")) if isinstance(context, Call) else None
+        dockerfile = context.arg(2, "dockerfile_path", "Dockerfile") if isinstance(context, Call) else None
+        if not isinstance(context, Call) or context.name != "DockerBuildContext.from_local_directory" \
+                or folder is None or not isinstance(dockerfile, str):
+            return draft.leave("environment", env.line, "the build context is not a local folder this script names",
+                               "save it under the project and declare a build environment"), variables
+        entry["build"] = {"path": project_path(ctx, source.folder / folder, draft, "build.path", env.line),
+                          "dockerfile_path": dockerfile}
     elif isinstance(base_image, str):
         entry["image"] = base_image
     else:
@@ -419,42 +568,68 @@ def _note_v1_variables(draft: Draft, command: str) -> None:
 # ------------------------------------------------------------------------------------------ SDK v2
 
 _V2_KEYS = frozenset({
-    "name", "display_name", "experiment_name", "description", "tags", "code", "command", "environment", "compute",
-    "inputs", "outputs", "environment_variables", "instance_count", "distribution", "shm_size", "docker_args",
-    "timeout", "job_tier", "priority",
+    "name", "display_name", "experiment_name", "description", "tags", "properties", "code", "command", "environment",
+    "compute", "inputs", "outputs", "environment_variables", "instance_count", "distribution", "shm_size",
+    "docker_args", "timeout", "job_tier", "priority", "resources", "instance_type", "identity",
 })
 _DISTRIBUTIONS = {"PyTorchDistribution": "pytorch", "MpiDistribution": "mpi", "TensorFlowDistribution": "tensorflow"}
+_IDENTITIES = {"UserIdentityConfiguration": "user_identity", "ManagedIdentityConfiguration": "managed",
+               "AmlTokenConfiguration": "aml_token"}
+_SUBMISSION_KEYS = ("experiment_name", "description", "tags", "compute")
+"""``ml_client.jobs.create_or_update(job, ...)`` keywords that set the job's own (azure-ai-ml applies them to it)."""
+
+
+def _strings(draft: Draft, value: Any, key: str, line: int) -> Any:
+    """A mapping of str values (tags, properties, environment variables) as the SDK sends it: ``str(v)``."""
+    plain = _literal(draft, value, key, line)
+    if not isinstance(plain, dict):
+        return plain
+    return {k: v if isinstance(v, str) else str(v) for k, v in plain.items()}
 
 
 def _v2(call: Call, source: Source, ctx: Context, name: str) -> Draft:
     draft = Draft(file=source.display, line=call.line, kind=V2_KIND, run={})
     run = draft.run
-    given = {**call.kwargs, **call.attrs}  # job.distribution = ... after the call counts too
-    for key in sorted(given):
-        if key not in _V2_KEYS:
-            draft.leave(key, call.line, f"command({key}=...) is not imported", f"add {key} to the entry by hand")
+    # `job.distribution = ...` after the call counts too, and so does what the submission sets.
+    given = {**call.kwargs, **{k: v for k, v in call.attrs.items() if not k.startswith(SUBMITTED)}}
+    lines = {**dict.fromkeys(call.kwargs, call.line), **call.attr_lines}
+    submitted = {k.removeprefix(SUBMITTED): v for k, v in call.attrs.items() if k.startswith(SUBMITTED)}
+    for key, value in submitted.items():
+        if key in _SUBMISSION_KEYS:
+            given[key], lines[key] = value, call.attr_lines[SUBMITTED + key]
+        elif key != "skip_validation":
+            draft.todo(key, call.attr_lines[SUBMITTED + key], f"the submission passes {key}=..., which is not imported",
+                       f"write what {key} sets in the entry")
+    resource_keys = {key for key in given if key.startswith("resources.")}
+    for key in sorted(set(given) - _V2_KEYS - resource_keys):
+        how = f"command({key}=...)" if key in call.kwargs else f"`<job>.{key} = ...` after command()"
+        draft.todo(key, lines.get(key, call.line), f"{how} is not imported", f"write what {key} sets in the entry")
     run["name"] = given["name"] if isinstance(given.get("name"), str) else name
-    for key in ("display_name", "experiment_name", "description", "tags"):
+    for key in ("display_name", "experiment_name", "description"):
         if key in given:
-            run[key] = _literal(draft, given[key], key, call.line)
+            run[key] = _literal(draft, given[key], key, lines[key])
+    for key in ("tags", "properties"):
+        if key in given:
+            run[key] = _strings(draft, given[key], key, lines[key])
     if "code" in given:
         run["code"] = _folder(ctx, draft, source, given["code"], "code", call.line)
     command = given.get("command")
     run["command"] = command if isinstance(command, str) else draft.leave(
         "command", call.line, command.why if isinstance(command, Unknown) else "no command", "write the command")
     run["environment"] = _v2_environment(ctx, draft, source, given.get("environment"), call.line, run["name"])
-    run["compute"] = map_compute(ctx, draft, given.get("compute") if isinstance(given.get("compute"), str) else None,
-                                 call.line) if not isinstance(given.get("compute"), Unknown) else draft.leave(
-        "compute", call.line, given["compute"].why, "pass --compute CLUSTER")
+    run["compute"] = _v2_compute(ctx, draft, given.get("compute"), lines.get("compute", call.line))
     if "inputs" in given:
         run["inputs"] = _v2_data(draft, given["inputs"], "inputs", call.line)
     if "outputs" in given:
         run["outputs"] = _v2_data(draft, given["outputs"], "outputs", call.line)
     if "environment_variables" in given:
-        variables = _literal(draft, given["environment_variables"], "environment_variables", call.line)
-        run["environment_variables"] = (
-            {k: str(v) for k, v in variables.items()} if isinstance(variables, dict) else variables)
-    resources: dict[str, Any] = {}
+        run["environment_variables"] = _strings(draft, given["environment_variables"], "environment_variables",
+                                                call.line)
+    resources = _v2_resources(draft, given.get("resources"), lines.get("resources", call.line))
+    for key in sorted(resource_keys):  # job.resources.instance_count = 2
+        resources.update(_v2_resources(draft, {key.removeprefix("resources."): given[key]}, lines[key]))
+    if "instance_type" in given:
+        _drop_instance_type(draft, given["instance_type"])
     if "instance_count" in given:
         resources["instance_count"] = _count(draft, given["instance_count"], "instance_count", call.line)
     for key in ("shm_size", "docker_args"):
@@ -473,12 +648,71 @@ def _v2(call: Call, source: Source, ctx: Context, name: str) -> Draft:
     queue = {k: _literal(draft, given[k], k, call.line) for k in ("job_tier", "priority") if k in given}
     if queue:
         run["queue_settings"] = queue
+    if "identity" in given:
+        run["identity"] = _v2_identity(draft, given["identity"], lines["identity"])
     return draft
+
+
+def _v2_compute(ctx: Context, draft: Draft, compute: Any, line: int) -> str:
+    """The cluster: ``--compute`` whenever given (the script's value may be an expression), else the script's."""
+    if isinstance(compute, Unknown):
+        if not ctx.compute:
+            return draft.leave("compute", compute.line, compute.why, "pass --compute CLUSTER")
+        draft.notes.append(f"compute is chosen when the script runs ({compute.why}, line {compute.line}); "
+                           f"--compute {ctx.compute!r} used")
+        return map_compute(ctx, draft, None, line)
+    return map_compute(ctx, draft, compute if isinstance(compute, str) else None, line)
+
+
+def _v2_resources(draft: Draft, value: Any, line: int) -> dict[str, Any]:
+    """``resources=dict(...)`` / ``JobResourceConfiguration(...)`` as the entry's ``resources``; what the stack's
+    clusters decide (``instance_type``) is noted, anything else left as a TODO."""
+    if value is None:
+        return {}
+    if isinstance(value, Call) and value.name in ("JobResourceConfiguration", "ResourceConfiguration"):
+        fields, line = value.kwargs, value.line
+    elif isinstance(value, dict):
+        fields = value
+    else:
+        why = value.why if isinstance(value, Unknown) else "resources is not a mapping or JobResourceConfiguration"
+        draft.todo("resources", getattr(value, "line", line) or line, why,
+                   "write resources (instance_count, shm_size) as the run uses them on the stack's cluster")
+        return {}
+    out: dict[str, Any] = {}
+    for key, item in fields.items():
+        if key == "instance_count":
+            out[key] = _count(draft, item, "resources.instance_count", line)
+        elif key in ("shm_size", "docker_args"):
+            out[key] = _literal(draft, item, f"resources.{key}", line)
+        elif key == "instance_type":
+            _drop_instance_type(draft, item)
+        else:
+            draft.todo(f"resources.{key}", line, f"resources {key}=... is not imported",
+                       f"write what {key} sets in the entry")
+    return out
+
+
+def _drop_instance_type(draft: Draft, value: Any) -> None:
+    shown = repr(value) if isinstance(value, str) else "(computed at run time)"
+    draft.notes.append(f"instance_type {shown} dropped: it picks the VM of serverless compute; on the stack the "
+                       "cluster's size decides it")
+
+
+def _v2_identity(draft: Draft, value: Any, line: int) -> Any:
+    if isinstance(value, Call) and value.name in _IDENTITIES:
+        fields = _literal(draft, {k: v for k, v in value.kwargs.items() if k in ("client_id", "object_id")},
+                          "identity", value.line)
+        unknown = sorted(set(value.kwargs) - {"client_id", "object_id"})
+        if unknown:
+            draft.todo("identity", value.line, f"{value.name}({', '.join(unknown)}=...) is not imported",
+                       "select the managed identity by client_id or object_id")
+        return {"type": _IDENTITIES[value.name], **fields}
+    return _literal(draft, value, "identity", line)
 
 
 def _v2_environment(ctx: Context, draft: Draft, source: Source, env: Any, line: int, run_name: str) -> str:
     if isinstance(env, str):
-        if not env.startswith("azureml:") and re.fullmatch(r"[^:@/]+(:[^:@/]+|@[^:@/]+)", env):
+        if not env.startswith("azureml:") and linear.compile(r"[^:@/]+(:[^:@/]+|@[^:@/]+)").fullmatch(env):
             env = f"azureml:{env}"  # azure-ai-ml reads "name:version" and "name@label" as asset references
         return map_environment_reference(ctx, draft, env)
     if isinstance(env, Call) and env.name == "Environment" and env.qualified.startswith("azure.ai.ml"):

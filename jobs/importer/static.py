@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
+import string
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -25,17 +27,47 @@ KNOWN_CALLS = frozenset({
     "ScriptRunConfig", "MpiConfiguration", "PyTorchConfiguration", "TensorflowConfiguration",
     "DockerConfiguration", "RunConfiguration", "Environment", "Environment.get",
     "Environment.from_conda_specification", "Environment.from_pip_requirements", "Environment.from_dockerfile",
+    "Environment.from_docker_build_context", "DockerBuildContext.from_local_directory",
     "Environment.from_docker_image", "ComputeTarget", "ComputeTarget.create", "Dataset.get_by_name",
     "Dataset.File.from_files", "Dataset.File.upload_directory", "Dataset.Tabular.from_delimited_files",
     # SDK v2 (azure-ai-ml)
     "command", "Input", "Output", "PyTorchDistribution", "MpiDistribution", "TensorFlowDistribution",
-    "BuildContext", "JobResourceConfiguration", "Experiment",
+    "BuildContext", "JobResourceConfiguration", "ResourceConfiguration", "Experiment", "UserIdentityConfiguration",
+    "ManagedIdentityConfiguration", "AmlTokenConfiguration",
 })
 """Calls recorded as :class:`Call` (by the name they are called as, after import aliases)."""
 
 SDK_MODULES = ("azureml", "azure.ai.ml")
+SUBMITTED = "submitted:"
+"""Prefix of a :class:`Call`'s ``attrs`` holding the keyword arguments of the call that submitted it
+(``experiment.submit(src, tags=...)``: ``submitted:tags``)."""
 _FUNCTIONS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath"})
 """Module functions followed like builtins (``str``, ``Path``...), not as methods of a value."""
+
+MAX_SCRIPT_BYTES = 1024 * 1024
+"""The largest script read: a submission script is a few hundred lines."""
+MAX_NODES = 200_000
+"""The most syntax-tree nodes a script may have (1 MiB of Python is at most about 300,000)."""
+MAX_DEPTH = 100
+"""The deepest nesting of the syntax tree followed (a submission script needs about 20). Python builds
+deeper trees from flat text (``1+1+1...``, ``a.b.b.b...``) and walking them recursively would fail."""
+MAX_VALUE_SIZE = 1 << 16
+"""The largest value followed (characters of a string, items of a list counted in full, bits of an
+integer): a script that doubles a string forty times describes a terabyte; past this size a value is
+:class:`Unknown`, computed at run time as far as the import is concerned. A command line is a few hundred
+characters."""
+MAX_WORK = 2_000_000
+"""The most steps spent measuring values (see :data:`MAX_VALUE_SIZE`) for one script, about a second:
+past it the script is refused rather than followed for minutes."""
+
+
+class ScriptTooLarge(Exception):
+    """A script past :data:`MAX_NODES`, :data:`MAX_DEPTH` or :data:`MAX_WORK` (or one Python itself cannot
+    build a tree of)."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -65,6 +97,8 @@ class Call:
     """The name as imported (``azure.ai.ml.Environment`` vs ``azureml.core.Environment``)."""
     attrs: dict[str, Any] = field(default_factory=dict)
     """Attributes assigned after construction, by dotted path (``docker.base_image``)."""
+    attr_lines: dict[str, int] = field(default_factory=dict)
+    """The line of each of ``attrs`` (its last assignment)."""
     spread: bool = False
     """Arguments passed as ``*args`` / ``**kwargs``: which parameter gets which value is known only at run time."""
 
@@ -92,12 +126,23 @@ class DataRef:
     """``as_named_input(name)``, when given."""
 
 
+@dataclass(frozen=True)
+class FileWrite:
+    """A file the script writes when it runs (``open(path, "w")``, ``Path(...).write_text``): ``path`` is the
+    path as the script gives it (relative to the folder it runs from), or :class:`Unknown`."""
+
+    line: int
+    path: Any
+
+
 @dataclass
 class Module:
-    """What :func:`evaluate` found: the names' final values and every known call, in order."""
+    """What :func:`evaluate` found: the names' final values, every known call in order, and the files the
+    script writes."""
 
     names: dict[str, Any]
     calls: list[Call]
+    writes: list[FileWrite] = field(default_factory=list)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -116,14 +161,19 @@ class _Evaluator:
         self.aliases: dict[str, str] = {}
         """Local name -> qualified import (``SRC`` -> ``azureml.core.ScriptRunConfig``)."""
         self.calls: list[Call] = []
+        self.writes: list[FileWrite] = []
+        self.budget = [MAX_WORK]
+
+    def _size(self, value: Any) -> int:
+        return _size(value, self.budget)
 
     # ---------------------------------------------------------------- statements
 
-    def run(self, body: list[ast.stmt], *, conditional: bool = False) -> None:
+    def run(self, body: list[ast.stmt], *, conditional: bool | str = False) -> None:
         for stmt in body:
             self.statement(stmt, conditional=conditional)
 
-    def statement(self, stmt: ast.stmt, *, conditional: bool) -> None:
+    def statement(self, stmt: ast.stmt, *, conditional: bool | str) -> None:
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
                 top = alias.name.split(".")[0]
@@ -140,12 +190,22 @@ class _Evaluator:
         elif isinstance(stmt, ast.FunctionDef) and stmt.name == "main":
             # The usual `def main(): ...` of a submission script: its body is the script.
             self.run(stmt.body, conditional=conditional)
-        elif isinstance(stmt, ast.If | ast.For | ast.While | ast.With | ast.Try):
-            # Values set inside a branch or a loop depend on what happens at run time.
+        elif isinstance(stmt, ast.With):
+            for item in stmt.items:  # `with open(path, "w") as f:` runs whatever the body does
+                value = self.expr(item.context_expr)
+                if isinstance(item.optional_vars, ast.Name):
+                    self.names[item.optional_vars.id] = value
+            self.run(stmt.body, conditional=True)
+        elif isinstance(stmt, ast.If) and not conditional:
+            # Values set inside a branch depend on what happens at run time: the message says on what.
+            test = _short(ast.unparse(stmt.test))
+            self.run(stmt.body, conditional=f"`{test}`")
+            self.run(stmt.orelse, conditional=f"`{test}` is false")
+        elif isinstance(stmt, ast.If | ast.For | ast.While | ast.Try):
             for child in _child_bodies(stmt):
                 self.run(child, conditional=True)
 
-    def assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, *, conditional: bool) -> None:
+    def assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, *, conditional: bool | str) -> None:
         if isinstance(stmt, ast.AugAssign):
             target = stmt.target
             current = self.expr(target) if isinstance(target, ast.Name) else None
@@ -159,9 +219,11 @@ class _Evaluator:
         for each in targets:
             self.bind(each, value, stmt, conditional=conditional)
 
-    def bind(self, target: ast.expr, value: Any, stmt: ast.stmt, *, conditional: bool) -> None:
+    def bind(self, target: ast.expr, value: Any, stmt: ast.stmt, *, conditional: bool | str) -> None:
         if conditional and not isinstance(value, Unknown):
-            value = Unknown(stmt.lineno, f"`{ast.unparse(target)}` is set inside a branch or loop (line {stmt.lineno})")
+            when = f"only when {conditional}" if isinstance(conditional, str) else "inside a branch or loop"
+            shown = f" to {_short(ast.unparse(stmt.value))}" if isinstance(stmt, ast.Assign) else ""
+            value = Unknown(stmt.lineno, f"`{ast.unparse(target)}` is set{shown} {when} (line {stmt.lineno})")
         if isinstance(target, ast.Name):
             self.names[target.id] = value
         elif isinstance(target, ast.Tuple | ast.List):
@@ -172,13 +234,23 @@ class _Evaluator:
                     stmt, conditional=conditional)
         elif isinstance(target, ast.Attribute):
             # env.docker.base_image = "...": recorded on the object it belongs to.
-            parts: list[str] = []
-            node: ast.expr = target
-            while isinstance(node, ast.Attribute):
-                parts.insert(0, node.attr)
-                node = node.value
-            if isinstance(node, ast.Name) and isinstance(self.names.get(node.id), Call):
-                self.names[node.id].attrs[".".join(parts)] = value
+            owner = self.attribute_of(target)
+            if owner is not None:
+                owner[0].attrs[owner[1]] = value
+                owner[0].attr_lines[owner[1]] = stmt.lineno
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute):
+            # src.run_config.environment_variables["NCCL_DEBUG"] = "WARN": an item of a recorded mapping.
+            owner = self.attribute_of(target.value)
+            key = self.expr(target.slice)
+            if owner is not None:
+                call, path = owner
+                call.attr_lines[path] = stmt.lineno
+                mapping = call.attrs.setdefault(path, {})
+                if isinstance(mapping, dict) and isinstance(key, str):
+                    mapping[key] = value
+                else:  # an item of something else, or a key known only at run time
+                    call.attrs[path] = Unknown(stmt.lineno, f"`{ast.unparse(target)}` is set item by item with a "
+                                                            "key or on a value known only at run time")
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             container = self.names.get(target.value.id)
             key = self.expr(target.slice)
@@ -187,19 +259,33 @@ class _Evaluator:
             if settable:
                 container[key] = value  # type: ignore[index]
 
+    def attribute_of(self, target: ast.Attribute) -> tuple[Call, str] | None:
+        """(the known call, dotted path) of ``name.a.b`` when ``name`` holds a :class:`Call`."""
+        parts: list[str] = []
+        node: ast.expr = target
+        while isinstance(node, ast.Attribute):
+            parts.insert(0, node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and isinstance(self.names.get(node.id), Call):
+            return self.names[node.id], ".".join(parts)
+        return None
+
     # ---------------------------------------------------------------- expressions
 
     def expr(self, node: ast.expr) -> Any:
         try:
-            return self._expr(node)
+            value = self._expr(node)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError, RecursionError):
             return self.unknown(node)
+        if not isinstance(value, Unknown | Call | DataRef) and self._size(value) > MAX_VALUE_SIZE:
+            return self.too_large(node)
+        return value
+
+    def too_large(self, node: ast.AST, what: str = "value") -> Unknown:
+        return self.unknown(node, f"`{_short(ast.unparse(node))}` builds a {what} larger than the import follows")
 
     def unknown(self, node: ast.AST, why: str | None = None) -> Unknown:
-        text = ast.unparse(node)
-        if len(text) > 80:
-            text = text[:77] + "..."
-        return Unknown(getattr(node, "lineno", 0), why or f"`{text}` is computed at run time")
+        return Unknown(getattr(node, "lineno", 0), why or f"`{_short(ast.unparse(node))}` is computed at run time")
 
     def _expr(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
@@ -242,7 +328,7 @@ class _Evaluator:
                     parts.append(str(value.value))
                 elif isinstance(value, ast.FormattedValue):
                     inner = self.expr(value.value)
-                    if not _is_plain(inner) or value.format_spec is not None:
+                    if not _is_plain(inner) or value.format_spec is not None or self._size(inner) > MAX_VALUE_SIZE:
                         return self.unknown(node)
                     parts.append(_text(inner, value.conversion))
             return "".join(parts)
@@ -266,6 +352,12 @@ class _Evaluator:
             return self.unknown(node)
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, ast.IfExp):
+            # `"gpu-cluster" if gpu_cluster else None`: chosen when the script runs; say what the choices are.
+            body, orelse = self.expr(node.body), self.expr(node.orelse)
+            if _is_plain(body) and _is_plain(orelse):
+                return self.unknown(node, f"`{ast.unparse(node.test)}` picks {body!r} or {orelse!r} when the script "
+                                          "runs")
         return self.unknown(node)
 
     def binop(self, op: ast.operator, left: Any, right: Any, node: ast.AST) -> Any:
@@ -277,17 +369,22 @@ class _Evaluator:
         if isinstance(left, bool) or isinstance(right, bool):
             return self.unknown(node)
         if isinstance(op, ast.Add) and type(left) is type(right) and isinstance(left, str | list | int | float):
+            if self._size(left) + self._size(right) > MAX_VALUE_SIZE:
+                return self.too_large(node)
             return left + right
         if isinstance(left, numbers) and isinstance(right, numbers):
             if isinstance(op, ast.Sub):
                 return left - right
             if isinstance(op, ast.Mult):
+                if self._size(left) + self._size(right) > MAX_VALUE_SIZE:  # bits: 10**9 * 10**9 ... squared forty times
+                    return self.too_large(node, "number")
                 return left * right
             if isinstance(op, ast.FloorDiv):
                 return left // right
             if isinstance(op, ast.Add):
                 return left + right
-        if isinstance(op, ast.Mod) and isinstance(left, str) and _is_plain(right):
+        if isinstance(op, ast.Mod) and isinstance(left, str) and _is_plain(right) and _bounded_template(left) \
+                and self._size(right) <= MAX_VALUE_SIZE:
             return left % (tuple(right) if isinstance(right, list) else right)
         return self.unknown(node)
 
@@ -303,6 +400,9 @@ class _Evaluator:
                 return PurePosixPath(base.path).name
         if isinstance(base, Call) and node.attr in base.attrs:
             return base.attrs[node.attr]
+        owner = self.attribute_of(node)
+        if owner is not None and owner[1] in owner[0].attrs:
+            return owner[0].attrs[owner[1]]
         return self.unknown(node)
 
     def qualified(self, func: ast.expr) -> str | None:
@@ -322,6 +422,14 @@ class _Evaluator:
         if isinstance(node.func, ast.Attribute) and qualified not in _FUNCTIONS:
             return self.method(node)
         args = [self.expr(a) for a in node.args]
+        if qualified in ("open", "io.open", "builtins.open"):
+            mode = args[1] if len(args) > 1 else next((self.expr(k.value) for k in node.keywords if k.arg == "mode"),
+                                                      "r")
+            if args and (not isinstance(mode, str) or set(mode) & set("wax+")):
+                path = args[0].path if isinstance(args[0], PathValue) else args[0]
+                target: str | Unknown = path if isinstance(path, str) else self.unknown(node.args[0])
+                self.writes.append(FileWrite(node.lineno, target))
+            return self.unknown(node)
         if qualified in ("str", "int", "float") and len(args) == 1 and not node.keywords:
             value = args[0]
             if isinstance(value, PathValue) and qualified == "str":
@@ -361,10 +469,24 @@ class _Evaluator:
             if name == "join" and len(args) == 1 and isinstance(args[0], list) \
                     and all(isinstance(a, str) for a in args[0]):
                 return receiver.join(args[0])
-            if name == "format" and all(_is_plain(a) for a in [*args, *kwargs.values()]):
+            if name == "format" and all(_is_plain(a) for a in [*args, *kwargs.values()]) \
+                    and _bounded_template(receiver) and self._size([*args, *kwargs.values()]) <= MAX_VALUE_SIZE:
                 return receiver.format(*args, **kwargs)
             if name in ("strip", "lower", "upper") and not args:
                 return getattr(receiver, name)()
+        submitted = args[0] if args else kwargs.get("config", kwargs.get("job"))
+        if name in ("submit", "create_or_update", "begin_create_or_update") and isinstance(submitted, Call) \
+                and submitted.name in ("ScriptRunConfig", "command"):
+            # experiment.submit(src, tags=...), ml_client.jobs.create_or_update(job, experiment_name=...): what the
+            # submission adds to the run.
+            for keyword, value in kwargs.items():
+                if value is not submitted:
+                    submitted.attrs[f"{SUBMITTED}{keyword}"] = value
+                    submitted.attr_lines[f"{SUBMITTED}{keyword}"] = node.lineno
+            return self.unknown(node)
+        if isinstance(receiver, PathValue) and name in ("write_text", "write_bytes"):
+            self.writes.append(FileWrite(node.lineno, receiver.path))
+            return None
         if isinstance(receiver, PathValue):
             if name == "joinpath" and args and all(isinstance(a, str) for a in args):
                 return PathValue(_join(receiver.path, *args))
@@ -373,6 +495,8 @@ class _Evaluator:
             if name == "as_posix" and not args:
                 return receiver.path
         if isinstance(receiver, list) and name in ("append", "extend") and len(args) == 1:
+            if self._size(receiver) + self._size(args[0]) > MAX_VALUE_SIZE:
+                return self.too_large(node)
             if name == "append":
                 receiver.append(args[0])
             elif isinstance(args[0], list):
@@ -415,6 +539,12 @@ def _known_name(qualified: str | None) -> str | None:
     return None
 
 
+def _short(text: str, limit: int = 80) -> str:
+    """Source text on one line, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _is_main_guard(test: ast.expr) -> bool:
     return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
             and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
@@ -435,6 +565,75 @@ def _is_plain(value: Any) -> bool:
     return isinstance(value, str | int | float | bool) or value is None
 
 
+def _size(value: Any, budget: list[int]) -> int:
+    """How big ``value`` is when written out: characters of a string, bits of an integer, items of lists and
+    mappings counted in full (a list holding one list twice counts it twice, as its text would). Counting
+    stops just past :data:`MAX_VALUE_SIZE`; each step spends one unit of ``budget`` (a one-item list, the
+    script's remaining :data:`MAX_WORK`), and :class:`ScriptTooLarge` is raised when none is left."""
+    total = 0
+    pending = [value]
+    while pending and total <= MAX_VALUE_SIZE:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ScriptTooLarge("takes more work to follow than a submission script: its values are built "
+                                 "from each other thousands of times over")
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, bool) or item is None:
+            total += 1
+        elif isinstance(item, int):
+            total += max(1, item.bit_length())
+        elif isinstance(item, list | tuple):
+            total += 1 + len(item)
+            pending.extend(item)
+        elif isinstance(item, dict):
+            total += 1 + len(item)
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, PathValue):
+            total += len(item.path)
+        else:
+            total += 1
+    return total
+
+
+def _bounded_spec(spec: str) -> bool:
+    """A width or precision of at most three digits, given in the template itself (``%-10s``, ``{:.3f}``)."""
+    return not any(ch in spec for ch in "{*") and _LONG_NUMBER.search(spec) is None
+
+
+_LONG_NUMBER = re.compile(r"[0-9]{4,}")
+
+
+def _bounded_template(template: str) -> bool:
+    """Whether formatting ``template`` (``%`` or ``str.format``) writes about as much as its arguments: widths
+    and precisions of at most three digits, none taken from the arguments. ``"%999999999d"`` and
+    ``"{:>999999999}"`` describe a gigabyte in a dozen characters."""
+    if not all(_bounded_spec(spec) for spec in _percent_specs(template)):
+        return False
+    try:
+        return all(_bounded_spec(spec or "") for _, _, spec, _ in string.Formatter().parse(template))
+    except ValueError:
+        return True  # not a format template: str.format raises and the value is unknown
+
+
+def _percent_specs(template: str) -> list[str]:
+    """The flags, width and precision of each ``%`` conversion in ``template`` (``%-10.3f`` -> ``-10.3``)."""
+    specs = []
+    i = template.find("%")
+    while i >= 0 and i + 1 < len(template):
+        j = i + 1
+        if template[j] == "(":  # %(name)s: the mapping key may hold digits
+            j = template.find(")", j) + 1 or len(template)
+        start = j
+        while j < len(template) and template[j] in "#0- +*.123456789":
+            j += 1
+        specs.append(template[start:j])
+        i = template.find("%", j + 1 if j < len(template) and template[j] == "%" else j)
+    return specs
+
+
 def _text(value: Any, conversion: int) -> str:
     return repr(value) if conversion == ord("r") else str(value)
 
@@ -444,12 +643,46 @@ def _join(*parts: str) -> str:
     return str(PurePosixPath(*parts))
 
 
+def parse(source: str, script: str) -> ast.Module:
+    """``source`` (the text of the script at ``script``) as a syntax tree, within the import's bounds.
+
+    Raises ``SyntaxError`` for text that is not Python and :class:`ScriptTooLarge` for a script past the
+    bounds (:data:`MAX_NODES`, :data:`MAX_DEPTH`, or a tree Python itself cannot build).
+    """
+    try:
+        tree = ast.parse(source, filename=script)
+    except (RecursionError, MemoryError):  # "maximum recursion depth exceeded during ast construction"
+        raise ScriptTooLarge(f"nested too deeply for Python to read (more than {MAX_DEPTH} levels are not "
+                             "followed)") from None
+    except ValueError as err:  # a NUL byte (Python 3.11 raises ValueError for it, later versions SyntaxError)
+        raise SyntaxError(str(err)) from None
+    check_tree(tree)
+    return tree
+
+
 def evaluate(source: str, script: str) -> Module:
     """Read ``source`` (the text of the script at absolute path ``script``) without running it.
 
-    Raises ``SyntaxError`` for text that is not Python.
+    Raises as :func:`parse` does.
     """
-    tree = ast.parse(source, filename=script)
+    tree = parse(source, script)
     evaluator = _Evaluator(script)
     evaluator.run(tree.body)
-    return Module(names=evaluator.names, calls=evaluator.calls)
+    return Module(names=evaluator.names, calls=evaluator.calls, writes=evaluator.writes)
+
+
+def check_tree(tree: ast.AST) -> None:
+    """Raise :class:`ScriptTooLarge` for a tree of more than :data:`MAX_NODES` nodes or deeper than
+    :data:`MAX_DEPTH` (walked without recursion, so any tree is checked)."""
+    count = 0
+    pending: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise ScriptTooLarge(f"more than {MAX_NODES:,} syntax nodes: too large to be a submission script",
+                                 getattr(node, "lineno", None))
+        if depth > MAX_DEPTH:
+            raise ScriptTooLarge(f"nested more than {MAX_DEPTH} levels deep: not a submission script the import "
+                                 "can follow", getattr(node, "lineno", None))
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))

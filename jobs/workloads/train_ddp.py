@@ -10,7 +10,8 @@ that converges in seconds on a CPU, so the whole data path of a real job can be 
 * gradient accumulation (``--grad-accum``) without all-reducing on the intermediate steps;
 * bf16 autocast on GPUs that support it (``--precision``);
 * checkpoints written by rank 0 only, atomically, and resumed from when present;
-* metrics computed across all ranks and logged by rank 0 (stdout and ``metrics.jsonl``).
+* metrics computed across all ranks and logged by rank 0 (stdout, ``metrics.jsonl`` and, in an Azure ML
+  job, MLflow: the ``loss`` a sweep optimises).
 
 Starts the same under Azure ML's ``pytorch`` or ``mpi`` distribution, torchrun, ``amlgpu
 run-local`` or plain ``python`` (see ``distenv.py``). Exit status 0, or 3 when the final loss is
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,18 @@ def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     partial.replace(path)  # a preempted node never leaves a half-written checkpoint behind
 
 
+def log_metric(name: str, value: float, step: int) -> None:
+    """Log a metric to the job's MLflow run when there is one (Azure ML sets MLFLOW_TRACKING_URI in a job): a
+    sweep's objective and early termination read ``loss`` from there. Elsewhere (a local run) nothing."""
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        return
+    try:
+        import mlflow  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return
+    mlflow.log_metric(name, value, step=step)
+
+
 def train(args: argparse.Namespace, env: distenv.Dist) -> float:
     """Train; returns the last epoch's mean loss over all ranks."""
     torch.manual_seed(args.seed)  # identical initial weights everywhere (DDP broadcasts rank 0's anyway)
@@ -151,6 +165,7 @@ def train(args: argparse.Namespace, env: distenv.Dist) -> float:
             args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
             with (args.checkpoint_dir / "metrics.jsonl").open("a", encoding="utf-8") as log:
                 log.write(json.dumps(metrics, sort_keys=True) + "\n")
+            log_metric("loss", mean_loss, epoch)
             save_checkpoint(checkpoint, model, optimizer, epoch, mean_loss)
     return mean_loss
 

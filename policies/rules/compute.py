@@ -187,7 +187,9 @@ def compute_scale_to_zero(resource: Mapping[str, Any]) -> list[str]:
     aml = _aml(resource)
     low = get(aml, "scaleSettings.minNodeCount", 0) if aml is not None else 0
     if isinstance(low, int) and low > 0:
-        return [f"keeps {low} node(s) running when idle (minNodeCount {low})"]
+        size = get(aml, "vmSize", "") if aml is not None else ""
+        sized = f"{low} {size} node(s)" if isinstance(size, str) and size and known(size) else f"{low} node(s)"
+        return [f"keeps {sized} running when idle (minNodeCount {low})"]
     return []
 
 

@@ -10,6 +10,8 @@ from policies.wire import get, inputs, known
 
 ENVIRONMENT_VERSION = "azure-native:machinelearningservices:EnvironmentVersion"
 ENVIRONMENT_DOCS = "https://learn.microsoft.com/en-us/azure/machine-learning/concept-environments"
+ENVIRONMENT_COMPONENT = "aml-gpu-training:infra:Environment"
+BUILD_SECRETS = "https://docs.docker.com/build/building/secrets/"
 
 
 def image_tag(image: str) -> str | None:
@@ -60,3 +62,25 @@ def environment_image_digest(resource: Mapping[str, Any]) -> list[str]:
     if not isinstance(image, str) or not known(image) or "@sha256:" in image:
         return []
     return [f"image {image} is pinned by tag, not digest"]
+
+
+@resource_rule(
+    id="environment-secrets-in-build-context",
+    types=[ENVIRONMENT_COMPONENT],
+    title="Environment build contexts hold no private keys or tokens",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="The build context is uploaded to the workspace's storage account and built into an image in the "
+    "workspace's registry: its files are readable by everyone with access to either, and a Dockerfile's ENV and "
+    "ARG values persist in the image's layers and history (Docker: build arguments and environment variables "
+    "are inappropriate for passing secrets). Judged by value, as for runs: id_rsa and key stores by name, known "
+    "token shapes in any file, credential-named .env and ENV/ARG values with a high-entropy literal.",
+    remediation="Delete the file or the value from the build context and rotate the credential; a job reads its "
+    "secrets at run time from the workspace key vault with its own identity, never from the image.",
+    reference=BUILD_SECRETS,
+    config_key=("build", "path"),
+)
+def environment_secrets_in_build_context(resource: Mapping[str, Any]) -> list[str]:
+    props = inputs(resource)
+    return [f"build context {props.get('build_path')!r} holds a credential in {path}"
+            for path in props.get("context_secrets") or []]

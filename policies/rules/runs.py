@@ -8,11 +8,13 @@ of the cluster and environment the stack actually plans.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from infra import regex as linear
 from infra.model import image_pinned
+from infra.secret_scan import BUDGET_BYTES
+from infra.secrets import secret_variables, secrets_in_definition
 from jobs.emulate.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
 from jobs.launchers import (
     DEEPSPEED,
@@ -25,7 +27,7 @@ from jobs.launchers import (
 )
 from jobs.resolved import ResolvedRun
 from policies.rule import Violation, run_rule, stack_rule
-from policies.secrets import secret_variables, secrets_in_definition
+from policies.rules.environments import ENVIRONMENT_COMPONENT
 from policies.stack import Owner, Stack
 from policies.wire import get, inputs, known, same
 
@@ -54,7 +56,8 @@ def _gpu_processes_per_node(run: ResolvedRun) -> int | None:
 
 
 def _uses(run: ResolvedRun, launcher: str, pattern: str) -> bool:
-    return run.launcher == launcher or re.search(pattern, str(run.spec.get("command", "")), re.I) is not None
+    command = str(run.spec.get("command", ""))
+    return run.launcher == launcher or linear.compile("(?i)" + pattern).search(command) is not None
 
 
 def _env_label(run: ResolvedRun) -> str:
@@ -122,7 +125,9 @@ def run_counts_valid(run: ResolvedRun) -> list[str]:
     severity="critical",
     enforcement="mandatory",
     rationale="Two processes on one GPU make NCCL fail with 'Duplicate GPU detected'; the run crashes at "
-    "initialisation after waiting for nodes.",
+    "initialisation after waiting for nodes. Judged only when each process is known to drive a GPU (Python "
+    "scripts, a per-node launcher with a count): a command that opens no GPU (Microsoft's `echo` hello-world, "
+    "`hostname`) may run any number of copies.",
     remediation="Set distribution.process_count_per_instance (per-process launch) or the launcher's "
     "--nproc_per_node / --num_gpus (per-node launch) to the node's GPUs.",
     reference=DISTRIBUTED_GUIDE,
@@ -130,10 +135,16 @@ def run_counts_valid(run: ResolvedRun) -> list[str]:
 )
 def run_processes_exceed_gpus(run: ResolvedRun) -> list[str]:
     procs = _gpu_processes_per_node(run)
-    if procs is None or procs <= run.cluster.gpus:
+    if procs is None or procs <= run.cluster.gpus or not _one_gpu_per_process(run):
         return []
     who = f"the {run.launcher} launcher starts" if run.launcher in PER_NODE_LAUNCHERS else "Azure ML starts"
     return [f"{who} {procs} processes per node on {run.cluster.size}, which has {run.cluster.gpus} GPU(s)"]
+
+
+_SPAWNING_FRAMEWORKS = frozenset({"Lightning"})
+"""Frameworks a script uses that start the node's GPU processes themselves, whatever launched the script:
+Lightning's Trainer/Fabric under MPI or a plain ``python`` launch start one process per device
+(``devices``), so Azure ML's per-node count says nothing of the GPUs used."""
 
 
 def _one_gpu_per_process(run: ResolvedRun) -> bool:
@@ -142,6 +153,8 @@ def _one_gpu_per_process(run: ResolvedRun) -> bool:
     command that only echoes may use the node as it likes: unknown, so not a finding."""
     if run.launcher in PER_NODE_LAUNCHERS:
         return run.launcher_script is None
+    if set(run.script_frameworks) & _SPAWNING_FRAMEWORKS:
+        return False  # Lightning (and accelerate's notebook_launcher) start their own processes per node
     scripts = command_scripts(str(run.spec.get("command", "")))
     return run.launcher in PER_GPU_LAUNCHERS and bool(scripts) and all(kind == "python" for kind, _ in scripts)
 
@@ -153,8 +166,9 @@ def _one_gpu_per_process(run: ResolvedRun) -> bool:
     enforcement="mandatory",
     rationale="Fewer processes than GPUs leaves the rest of a reserved (and billed) GPU node idle, e.g. two "
     "processes per node on a four-GPU node. Judged only when the launch is known to drive one GPU per process "
-    "(Python scripts started per process, a per-node launcher with a count): a shell script, a health check or "
-    "a command that only echoes is not. A run that drives several GPUs from one process on purpose (model "
+    "(Python scripts started per process, a per-node launcher with a count): a shell script, a health check, "
+    "a script that imports Lightning (which starts its own processes per node, under MPI too) or a command "
+    "that only echoes is not. A run that drives several GPUs from one process on purpose (model "
     "parallelism) is waived, with the reason.",
     remediation="Set process_count_per_instance (per-process launch) or the per-node launcher's process count "
     "to the node's GPUs, or pick a size with fewer GPUs.",
@@ -407,8 +421,11 @@ def run_environment_pinned(run: ResolvedRun) -> list[str]:
     return [f"environment {run.environment.id} is not pinned to a version"]
 
 
+_SIZE = linear.compile(r"([0-9]+)([bkmg])")
+
+
 def _gib(size: str) -> float | None:
-    match = re.fullmatch(r"([0-9]+)([bkmg])", size.strip().lower())
+    match = _SIZE.fullmatch(size.strip().lower())
     if not match:
         return None
     return int(match.group(1)) / {"b": 1 << 30, "k": 1 << 20, "m": 1 << 10, "g": 1}[match.group(2)]
@@ -531,6 +548,36 @@ def run_secrets_in_code(run: ResolvedRun) -> list[str]:
     return [f"code folder {run.spec.get('code', '.')!r} holds a credential in {path}" for path in run.code_findings]
 
 
+@stack_rule(
+    id="secrets-scan-incomplete",
+    title="Code folders and build contexts are scanned for secrets to the end",
+    severity="medium",
+    enforcement="advisory",
+    rationale="Code folders and build contexts are read for credentials up to a byte budget per folder, so a "
+    "hostile pull request cannot hold the gate for ever; the files past it were not checked and are uploaded "
+    "all the same. What the gate cannot see is unknown, not a finding: advisory.",
+    remediation="Keep data and checkpoints out of the folder (a data input or a datastore instead), or leave "
+    "them out of the upload with .amlignore.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-save-write-experiment-files",
+    config_key=("code",),
+)
+def secrets_scan_incomplete(stack: Stack) -> list[Violation]:
+    out = [Violation(run, _unscanned(f"code folder {run.spec.get('code')!r}", run.code_unscanned))
+           for run in stack.runs if run.code_unscanned]
+    for environment in stack.of_type(ENVIRONMENT_COMPONENT):
+        left = inputs(environment).get("context_unscanned") or []
+        if left:
+            out.append(Violation(environment, _unscanned(
+                f"build context {inputs(environment).get('build_path')!r}", left)))
+    return out
+
+
+def _unscanned(folder: str, paths: Sequence[str]) -> str:
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"{folder}: {len(paths)} file(s) past the {BUDGET_BYTES >> 20} MiB scan budget were not read to the "
+            f"end: {shown}")
+
+
 @run_rule(
     id="run-low-priority-multi-node",
     title="Multi-node runs avoid low-priority clusters",
@@ -553,15 +600,22 @@ def _tf(run: ResolvedRun) -> Mapping[str, Any] | None:
     return dist if dist["type"] == "tensorflow" else None
 
 
+TF_DISTRIBUTION = "https://learn.microsoft.com/en-us/python/api/azure-ai-ml/azure.ai.ml.tensorflowdistribution"
+
+
 @run_rule(
     id="run-tensorflow-task-count",
-    title="TensorFlow workers and parameter servers fit the run's nodes",
+    title="TensorFlow workers fit the run's nodes, one per node",
     severity="high",
     enforcement="mandatory",
-    rationale="Azure ML runs one TensorFlow task per node: more workers plus parameter servers than "
-    "instance_count leaves tasks that never start, and the others wait for them forever.",
-    remediation="Make worker_count + parameter_server_count at most resources.instance_count.",
-    reference=DISTRIBUTED_GUIDE + "#tensorflow",
+    rationale="Azure ML runs one TensorFlow worker per node: worker_count defaults to instance_count (azure-ai-ml's "
+    "TensorFlowDistribution), SDK v1 set the node count to worker_count, and parameter servers run beside the "
+    "workers on the same nodes (azure-ai-ml's own example runs 2 workers and 1 parameter server with "
+    "instance_count 2). More workers than nodes puts two workers on a node, and each TensorFlow process maps "
+    "nearly all the memory of every GPU it sees (TensorFlow's GPU guide): the second one fails to allocate. "
+    "Parameter servers are not counted against the nodes.",
+    remediation="Make worker_count at most resources.instance_count (leave it out: it defaults to instance_count).",
+    reference=TF_DISTRIBUTION,
     config_key=("distribution", "worker_count"),
 )
 def run_tensorflow_task_count(run: ResolvedRun) -> list[str]:
@@ -569,10 +623,9 @@ def run_tensorflow_task_count(run: ResolvedRun) -> list[str]:
     if dist is None:
         return []
     workers = dist.get("worker_count") or run.instance_count
-    servers = dist.get("parameter_server_count") or 0
-    if workers + servers <= run.instance_count:
+    if workers <= run.instance_count:
         return []
-    return [f"{workers} worker(s) + {servers} parameter server(s) on {run.instance_count} node(s)"]
+    return [f"{workers} worker(s) on {run.instance_count} node(s): Azure ML runs one worker per node"]
 
 
 @run_rule(
@@ -593,7 +646,7 @@ def run_tensorflow_parameter_servers(run: ResolvedRun) -> list[str]:
     return [f"uses {servers} parameter server(s)"] if servers else []
 
 
-_MASTER_TASK = re.compile(r"(task[_-]?type|job[_-]?name|[\"']type[\"'])\s*[=: ]\s*[\"']?master\b", re.I)
+_MASTER_TASK = linear.compile(r"(?i)(task[_-]?type|job[_-]?name|[\"']type[\"'])\s*[=: ]\s*[\"']?master\b")
 
 
 @run_rule(

@@ -258,6 +258,8 @@ TAGGABLE = (
     "azure-native:machinelearningservices:Compute",
     "azure-native:network:NetworkSecurityGroup",
     "azure-native:network:VirtualNetwork",
+    "azure-native:network:NatGateway",
+    "azure-native:network:PublicIPAddress",
     "azure-native:network:PrivateEndpoint",
     "azure-native:privatedns:PrivateZone",
     "azure-native:privatedns:VirtualNetworkLink",

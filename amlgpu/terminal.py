@@ -1,0 +1,120 @@
+"""Everything amlgpu prints holds no secret and is inert in a terminal and in a GitHub Actions log.
+
+A stack key, a run name, a file name in a code folder or a value quoted in an error message comes from
+files a pull request writes, and the pull-request workflow prints what ``amlgpu plan`` says. GitHub's runner
+reads every line a step prints: a line that starts (after blanks) with ``::`` is a workflow command
+(``::error file=...::`` turns into an annotation, ``::add-mask::``, ``::set-output``, ``::stop-commands::``
+stops reading commands), and ``##[`` anywhere in a line is the older form (actions/runner,
+``ActionCommand.TryParseV2`` trims leading whitespace, ``TryParse`` looks for ``##[``). The runner splits
+lines at ``\\n`` and at ``\\r``, so a carriage return inside a value starts a new line.
+
+:func:`clean` makes a text inert: control characters other than newline and tab are dropped (``\\r``, escape
+sequences that repaint a terminal, C1 controls) together with the Unicode controls that reorder what a
+reader sees (bidirectional overrides and isolates), each line's leading ``::`` is removed, and ``##[``
+loses its bracket. :func:`cleaned_output` puts a :class:`CleanStream` in front of ``sys.stdout`` and
+``sys.stderr`` for the duration of a command, so every ``print`` goes through it: one place, not one per
+message. The same place masks what :mod:`infra.secrets` knows to be a secret (a value the stack's gate
+flags, a known credential shape) as ``[secret]``, the way :mod:`amlgpu.artifacts` masks every file it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from infra import secrets
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 controls but tab and newline, DEL, C1 controls, and the bidirectional marks, embeddings, overrides and
+isolates (Unicode TR9), which make a line read differently from what it holds."""
+_COMMAND = re.compile(r"^(\s*)(?::+)")
+_OLD_COMMAND = "##["
+_UNDECIDED = re.compile(r"^[\s:]*$")
+"""A line start that may still become a command once more text arrives."""
+
+
+def clean_line(line: str) -> str:
+    """One line (no newline in it) made inert: see the module docstring."""
+    line = _CONTROL.sub("", line)
+    line = _COMMAND.sub(r"\1", line)
+    while _OLD_COMMAND in line:
+        line = line.replace(_OLD_COMMAND, "##")
+    return line
+
+
+def clean(text: str) -> str:
+    """``text`` made inert line by line (newlines kept; ``\\r`` dropped, not treated as a line end)."""
+    return "\n".join(clean_line(line) for line in _CONTROL.sub("", text).split("\n"))
+
+
+class CleanStream:
+    """A text stream that writes what it is given through :func:`clean_line`, line by line, secrets masked.
+
+    A line is written once complete; :meth:`flush` writes the incomplete one too, except a start that could
+    still become a command (blanks and colons only) or a trailing ``#`` that could still become ``##[``,
+    which wait for the next write. Everything else (``fileno``, ``encoding``, ``isatty``...) is the wrapped
+    stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._line = ""
+        """The current line's text not yet written."""
+        self._started = False
+        """Whether part of the current line has been written (its start was judged already)."""
+
+    def write(self, text: str) -> int:
+        self._line += _CONTROL.sub("", text)
+        *complete, self._line = self._line.split("\n")
+        for line in complete:
+            self._emit(line + "\n")
+        return len(text)
+
+    def _emit(self, piece: str) -> None:
+        piece = secrets.mask(piece)  # a whole line, or what a flush could not hold back
+        if self._started:
+            while _OLD_COMMAND in piece:
+                piece = piece.replace(_OLD_COMMAND, "##")
+        else:
+            piece = clean_line(piece)
+        self.stream.write(piece)
+        self._started = not piece.endswith("\n")
+
+    def flush(self) -> None:
+        line = self._line
+        if line and not (not self._started and _UNDECIDED.match(line)):
+            keep = len(line) - len(line.rstrip("#"))
+            self._line = line[len(line) - keep:] if keep else ""
+            ready = line[: len(line) - keep]
+            if ready:
+                self._emit(ready)
+        self.stream.flush()
+
+    def finish(self) -> None:
+        """Write what is held back (the command is ending: nothing can follow it on the line)."""
+        if self._line:
+            self._emit(self._line)
+            self._line = ""
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def cleaned_output() -> Iterator[None]:
+    """While active, ``sys.stdout`` and ``sys.stderr`` write through :class:`CleanStream`. Each command starts
+    with no secret remembered (a caller of ``main()`` may run many)."""
+    secrets.forget_all()
+    original = sys.stdout, sys.stderr
+    streams = CleanStream(sys.stdout), CleanStream(sys.stderr)
+    sys.stdout, sys.stderr = streams
+    try:
+        yield
+    finally:
+        for stream in streams:
+            with contextlib.suppress(Exception):  # a closed pipe: nothing more can be written anyway
+                stream.finish()
+        sys.stdout, sys.stderr = original

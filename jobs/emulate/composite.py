@@ -1,0 +1,223 @@
+"""Pipelines and sweeps on this machine: what Azure ML would run, one run after another.
+
+* A pipeline's steps run in the order their bindings give (a step after every step whose output it binds;
+  otherwise as declared). Each step is a run of its own (:func:`jobs.emulate.prepare.prepare`), in
+  ``<work folder>/<step>/``; an input bound to ``${{parent.jobs.<step>.outputs.<x>}}`` is that step's local
+  output folder, one bound to ``${{parent.inputs.<x>}}`` the pipeline input's value (a data input: the
+  local path given with ``--input <x>=PATH``). Every step is prepared before the first starts, so bad
+  input stops the pipeline before anything runs.
+* A sweep runs ``trials`` trials of its trial run, each with parameters drawn from ``search_space`` as
+  Azure ML draws them (``loguniform``: ``exp(uniform(min_value, max_value))``, ``q`` families rounded to a
+  multiple of ``q``; grid sampling walks the choices in order; random and Bayesian sampling draw at random
+  with the sweep's seed, 0 by default), substituted into ``${{search_space.<name>}}``, in
+  ``<work folder>/trial-<n>/``.
+
+``--nodes`` and ``--procs-per-node`` cap every step (trial): a step declaring fewer keeps its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import random
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.emulate.errors import EmulationError
+from jobs.emulate.prepare import Prepared, Request, prepare
+from jobs.pipelines import ResolvedComposite
+from jobs.resolved import ResolvedRun
+from model.pipelines import SEARCH_SPACE, binding
+
+
+@dataclass(frozen=True)
+class LocalStep:
+    """One run of a pipeline or sweep, ready to start."""
+
+    name: str
+    """The step's name, or ``trial-<n>``."""
+    run: ResolvedRun
+    """The run as emulated (bindings and sampled parameters filled in)."""
+    prepared: Prepared
+    parameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """A trial's sampled values, by parameter."""
+
+
+def step_order(spec: Mapping[str, Any]) -> list[str]:
+    """A pipeline's steps in an order that runs each after the steps whose outputs it binds (declared order
+    otherwise); refuses bindings to steps that do not exist and steps that wait on each other."""
+    steps: Mapping[str, Any] = spec["jobs"]
+    needs: dict[str, list[str]] = {}
+    for name, step in steps.items():
+        needs[name] = []
+        for key, value in (step.get("inputs") or {}).items():
+            bound = binding(value)
+            if bound is not None and bound.kind == "jobs":
+                if bound.name not in steps or bound.output not in (steps[bound.name].get("outputs") or {}):
+                    raise EmulationError(f"step {name!r} input {key!r} binds {value}, which no step produces",
+                                         key=f"jobs.{name}.inputs.{key}")
+                needs[name].append(bound.name)
+    order: list[str] = []
+    while len(order) < len(steps):
+        ready = [name for name in steps if name not in order and all(n in order for n in needs[name])]
+        if not ready:
+            waiting = ", ".join(name for name in steps if name not in order)
+            raise EmulationError(f"steps {waiting} wait on each other's outputs: none can start", key="jobs")
+        order.append(ready[0])
+    return order
+
+
+def _preparer(
+    run: ResolvedRun, *, root: Path, workdir: Path, environ: Mapping[str, str]
+) -> Callable[[Request], Prepared]:
+    def build(request: Request) -> Prepared:
+        return prepare(run, request, root=root, workdir=workdir, environ=environ)
+
+    return build
+
+
+def _capped(request: Request, build: Callable[[Request], Prepared]) -> Prepared:
+    """``build(request)``, where ``--nodes``/``--procs-per-node`` above what the run declares mean the run's own."""
+    while True:
+        try:
+            return build(request)
+        except EmulationError as err:
+            if err.key == "--nodes" and request.nodes is not None:
+                request = dataclasses.replace(request, nodes=None)
+            elif err.key == "--procs-per-node" and request.procs_per_node is not None:
+                request = dataclasses.replace(request, procs_per_node=None)
+            else:
+                raise
+
+
+def _local_io(folder: Path, spec: Mapping[str, Any], name: str) -> Path:
+    """Where ``prepare`` puts a step's output ``name`` under its work folder."""
+    output = (spec.get("outputs") or {}).get(name) or {}
+    base = folder / "outputs" / name
+    return base / name if isinstance(output, dict) and output.get("type") == "uri_file" else base
+
+
+def prepare_pipeline(job: ResolvedComposite, runs: Mapping[str, ResolvedRun], request: Request, *, root: Path,
+                     workdir: Path, environ: Mapping[str, str]) -> list[LocalStep]:
+    """Every step of pipeline ``job`` prepared under ``workdir``, in the order they run.
+
+    ``request.inputs``: values of the pipeline's inputs (``NAME=VALUE``, a local path for a data input), and of
+    a step's own data inputs as ``STEP.NAME=PATH``."""
+    spec = job.spec
+    declared = spec.get("inputs") or {}
+    unknown = sorted(k for k in request.inputs if "." not in k and k not in declared)
+    if unknown:
+        raise EmulationError(f"pipeline {job.name!r} has no input {unknown[0]!r} (its inputs: "
+                             f"{', '.join(declared) or 'none'}); a step's own input is STEP.NAME", key="--input")
+    steps: list[LocalStep] = []
+    folders: dict[str, Path] = {}
+    for name in step_order(spec):
+        run = runs[f"{job.name}/{name}"]
+        folders[name] = workdir / name
+        inputs = dict(run.spec.get("inputs") or {})
+        given = {k.split(".", 1)[1]: v for k, v in request.inputs.items() if k.split(".", 1)[0] == name and "." in k}
+        for key, value in (spec["jobs"][name].get("inputs") or {}).items():
+            bound = binding(value)
+            if bound is None:
+                continue
+            if bound.kind == "jobs":
+                path = _local_io(folders[bound.name], runs[f"{job.name}/{bound.name}"].spec, bound.output)
+                inputs[key] = {"type": "uri_folder", "path": str(path)}
+                given[key] = str(path)
+            elif bound.kind == "inputs":
+                if bound.name not in declared:
+                    raise EmulationError(f"step {name!r} input {key!r} binds {value}, which the pipeline does not "
+                                         "declare", key=f"jobs.{name}.inputs.{key}")
+                source = declared[bound.name]
+                inputs[key] = source
+                if bound.name in request.inputs:
+                    given[key] = request.inputs[bound.name]
+            else:
+                inputs[key] = {"type": "uri_folder", "path": str(workdir / "pipeline-outputs" / bound.name)}
+                given[key] = str(workdir / "pipeline-outputs" / bound.name)
+                (workdir / "pipeline-outputs" / bound.name).mkdir(parents=True, exist_ok=True)
+        local = dataclasses.replace(run, spec={**run.spec, "inputs": inputs})
+        step_request = dataclasses.replace(request, inputs=given)
+        try:
+            prepared = _capped(step_request, _preparer(local, root=root, workdir=folders[name], environ=environ))
+        except EmulationError as err:
+            if err.is_flag:
+                raise
+            raise EmulationError(err.message, key=f"jobs.{name}.{err.key}") from None
+        steps.append(LocalStep(name, local, prepared))
+    return steps
+
+
+# ------------------------------------------------------------------------------------------ sweeps
+
+
+def _round(value: float, q: float) -> float | int:
+    rounded = round(value / q) * q
+    return int(rounded) if isinstance(q, int) and float(rounded).is_integer() else rounded
+
+
+def _draw(parameter: Mapping[str, Any], rng: random.Random) -> Any:
+    kind = parameter["type"]
+    if kind == "choice":
+        return rng.choice(list(parameter["values"]))
+    if kind == "randint":
+        return rng.randrange(int(parameter["upper"]))
+    if kind in ("uniform", "loguniform", "quniform", "qloguniform"):
+        value = rng.uniform(parameter["min_value"], parameter["max_value"])
+    else:
+        value = rng.gauss(parameter["mu"], parameter["sigma"])
+    if kind.startswith(("log", "qlog")):
+        value = math.exp(value)
+    return _round(value, parameter["q"]) if kind.startswith("q") else value
+
+
+def sample(spec: Mapping[str, Any], count: int) -> list[dict[str, Any]]:
+    """``count`` sets of parameter values for a sweep, as Azure ML's sampling would draw them (see the module
+    docstring); grid sampling gives at most the number of combinations."""
+    space: Mapping[str, Mapping[str, Any]] = spec["search_space"]
+    algorithm = spec["sampling_algorithm"]
+    kind = algorithm if isinstance(algorithm, str) else algorithm["type"]
+    if kind == "grid":
+        names = list(space)
+        grid = itertools.product(*(space[n]["values"] for n in names))
+        return [dict(zip(names, values, strict=True)) for values in itertools.islice(grid, count)]
+    seed = algorithm.get("seed", 0) if isinstance(algorithm, dict) else 0
+    rng = random.Random(seed)
+    return [{name: _draw(parameter, rng) for name, parameter in space.items()} for _ in range(count)]
+
+
+def shown(value: Any) -> str:
+    """A sampled value as the command receives it."""
+    if isinstance(value, float):
+        return format(value, ".6g")
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _substitute(parameters: Mapping[str, Any]) -> Callable[[re.Match[str]], str]:
+    def value(match: re.Match[str]) -> str:
+        return shlex.quote(shown(parameters[match.group(1)]))
+
+    return value
+
+
+def prepare_sweep(job: ResolvedComposite, trial: ResolvedRun, request: Request, *, trials: int, root: Path,
+                  workdir: Path, environ: Mapping[str, str]) -> list[LocalStep]:
+    """``trials`` trials of sweep ``job`` prepared under ``workdir``, each with its sampled parameters."""
+    steps = []
+    for number, parameters in enumerate(sample(job.spec, trials), 1):
+        command = SEARCH_SPACE.sub(_substitute(parameters), trial.spec["command"])
+        local = dataclasses.replace(trial, spec={**trial.spec, "command": command})
+        folder = workdir / f"trial-{number}"
+        try:
+            prepared = _capped(request, _preparer(local, root=root, workdir=folder, environ=environ))
+        except EmulationError as err:
+            if err.is_flag:
+                raise
+            raise EmulationError(err.message, key=f"trial.{err.key}") from None
+        steps.append(LocalStep(f"trial-{number}", local, prepared, parameters))
+    return steps

@@ -1,0 +1,102 @@
+"""Resolved pipelines and sweeps as Azure ML CLI v2 job files that ``az ml job create -f`` and azure-ai-ml's
+``load_job`` accept.
+
+Each step (a sweep's trial) is written as :mod:`jobs.render` writes a run: built by azure-ai-ml
+(``command(...)._to_job()``) and serialised by its own schema, with the same corrections (``code`` relative
+to the file's folder, URL data paths as declared, no empty mappings). The step keeps what a pipeline node
+takes (azure-ai-ml's ``CommandSchema`` for nodes: no job ``name`` or ``experiment_name``), its bindings as
+written; the trial keeps ``command``, ``code``, ``environment``, ``environment_variables``, ``resources``
+and ``distribution``. The job's own keys (settings, search space, objective, limits...) are written as the
+spec holds them.
+
+A file names no job: Azure ML gives each creation its own (see :mod:`jobs.render`). :func:`load_composite_job`
+is what a submission sends: azure-ai-ml's ``load_job`` of the very file the plan writes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jobs.pipelines import TRIAL_KEYS
+from jobs.render import _Dumper, job_document, quiet_azure_ai_ml
+
+SCHEMA_COMMENTS = {
+    "pipeline": "# yaml-language-server: $schema=https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json\n",
+    "sweep": "# yaml-language-server: $schema=https://azuremlschemas.azureedge.net/latest/sweepJob.schema.json\n",
+}
+_STEP_KEYS = frozenset({
+    "type", "display_name", "description", "tags", "code", "command", "environment", "compute", "inputs", "outputs",
+    "environment_variables", "resources", "distribution", "limits", "identity", "services", "queue_settings",
+})
+"""What a pipeline's command step is written with (azure-ai-ml's node ``CommandSchema``)."""
+
+
+def _step_document(step: dict[str, Any], name: str, *, code_relative_to: Path, root: Path) -> dict[str, Any]:
+    """A step (or trial) spec as azure-ai-ml serialises it, bindings as written."""
+    as_run = {**step, "name": name}
+    outputs = step.get("outputs") or {}
+    # A step output bound to the pipeline's is an ordinary output to azure-ai-ml's command builder.
+    as_run["outputs"] = {key: value if isinstance(value, dict) else {} for key, value in outputs.items()}
+    document = job_document(as_run, code_relative_to=code_relative_to, root=root)
+    for key, value in outputs.items():
+        if isinstance(value, str):
+            document["outputs"][key] = value
+    for key, value in (step.get("inputs") or {}).items():
+        if isinstance(value, str):
+            document["inputs"][key] = value  # a binding or a literal string, as written
+    return document
+
+
+def composite_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
+    """What :func:`composite_yaml` writes, as data."""
+    document = {key: value for key, value in spec.items() if key not in ("name", "jobs", "trial")}
+    if spec["type"] == "pipeline":
+        document["jobs"] = {}
+        for name, step in spec["jobs"].items():
+            written = _step_document(step, name, code_relative_to=code_relative_to, root=root)
+            document["jobs"][name] = {key: value for key, value in written.items() if key in _STEP_KEYS}
+        return document
+    trial = {**spec["trial"], "type": "command", "compute": spec["compute"], "inputs": spec.get("inputs") or {},
+             "outputs": spec.get("outputs") or {}}
+    written = _step_document(trial, spec["name"], code_relative_to=code_relative_to, root=root)
+    document["trial"] = {key: written[key] for key in TRIAL_KEYS if key in written}
+    for key in ("inputs", "outputs"):
+        if written.get(key):
+            document[key] = written[key]
+    return document
+
+
+def composite_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> str:
+    """The CLI v2 pipeline or sweep job file for ``spec``, to be written in the folder ``code_relative_to``.
+
+    Byte-identical for the same input: keys sorted (steps too), no timestamps, no machine-specific paths."""
+    document = composite_document(spec, code_relative_to=code_relative_to, root=root)
+    body = yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
+                     allow_unicode=True)
+    return SCHEMA_COMMENTS[spec["type"]] + body
+
+
+def load_composite_job(spec: dict[str, Any], *, root: Path) -> Any:
+    """azure-ai-ml's ``PipelineJob`` / ``SweepJob`` of the file :func:`composite_yaml` writes (what a
+    submission sends: ``jobs.create_or_update`` takes what ``load_job`` returns). Code folders are read where
+    the project has them; the file itself is written to a temporary folder and removed."""
+    from azure.ai.ml import load_job
+
+    with tempfile.TemporaryDirectory(prefix="amlgpu-job-") as scratch:
+        folder = Path(scratch)
+        path = folder / f"{spec['name']}.yml"
+        path.write_text(composite_yaml(spec, code_relative_to=folder, root=root), encoding="utf-8")
+        with quiet_azure_ai_ml():
+            job: Any = load_job(path)
+        # azure-ai-ml keeps a step's code relative to the file, which is about to go: name the folder itself.
+        parts = [node.component for node in job.jobs.values()] if spec["type"] == "pipeline" else [job.trial]
+        for part in parts:
+            code = getattr(part, "code", None)
+            if isinstance(code, str) and not Path(code).is_absolute():
+                part.code = str((folder / code).resolve())
+    job.name = None  # Azure ML names each creation (the caller may set one)
+    return job

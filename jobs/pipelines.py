@@ -1,0 +1,156 @@
+"""Pipelines and sweeps resolved against their stack: the Azure ML job each becomes, and the runs inside it.
+
+Each command step of a pipeline, and a sweep's trial, is resolved exactly as a run
+(:func:`jobs.resolve.resolve_run`: the stack's cluster and environment, the GPU-aware defaults, the launcher,
+the code scan) and named ``<job>/<step>``; the policy pack judges it as it judges every run. The job's own
+spec is then built from those resolved runs:
+
+* a pipeline: ``type: pipeline`` with its ``settings`` (``default_compute`` as ``azureml:<cluster>``),
+  ``inputs``, ``outputs`` and ``jobs``, each step the resolved run's spec (without the run's ``name`` and
+  ``experiment_name``, which belong to the pipeline) with its bindings as written
+  (``${{parent.jobs.<step>.outputs.<x>}}``, ``${{parent.outputs.<x>}}``);
+* a sweep: ``type: sweep`` with ``compute``, ``inputs`` and ``outputs`` from the resolved trial, ``trial``
+  holding its ``command``, ``code``, ``environment``, ``environment_variables``, ``resources`` and
+  ``distribution``, and ``search_space``, ``sampling_algorithm``, ``objective``, ``limits`` and
+  ``early_termination`` as declared.
+
+The spec is what the ``jobs`` stack output holds and what :mod:`jobs.pipeline_render` writes as a job file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.resolve import Scans, _tidy, resolve_run, scanned
+from jobs.resolved import ResolvedRun, _restore_ints
+from model.config import StackConfig
+from model.pipelines import TRIAL, Composite, PipelineJob, SweepJob, output_bindings, qualified
+
+PIPELINE_TYPE = "aml-gpu-training:jobs:PipelineJob"
+SWEEP_TYPE = "aml-gpu-training:jobs:SweepJob"
+"""The Pulumi type tokens of the components that carry a resolved pipeline and sweep."""
+
+TRIAL_KEYS = ("command", "code", "environment", "environment_variables", "resources", "distribution")
+"""What a sweep's ``trial`` holds of the trial's resolved run; the rest is the sweep's."""
+_STEP_DROPPED = ("name", "experiment_name")
+
+
+@dataclass(frozen=True)
+class ResolvedComposite:
+    """A pipeline or sweep as the Azure ML job it becomes, and the names of the runs inside it."""
+
+    name: str
+    kind: str
+    """``pipeline`` or ``sweep``."""
+    spec: dict[str, Any]
+    """The Azure ML CLI v2 pipeline or sweep job, exactly as exported and written to ``jobs/<name>.yml``."""
+    runs: tuple[str, ...]
+    """The qualified names of its steps (``<pipeline>/<step>``) or trial (``<sweep>/trial``), in order."""
+
+    @property
+    def type_token(self) -> str:
+        return PIPELINE_TYPE if self.kind == "pipeline" else SWEEP_TYPE
+
+    def to_props(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "spec": self.spec, "runs": list(self.runs)}
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> ResolvedComposite:
+        """Props as the engine hands them back (integers as floats: restored)."""
+        return cls(name=props["name"], kind=props["kind"], spec=_restore_ints(props["spec"]),
+                   runs=tuple(props.get("runs") or ()))
+
+
+def is_composite(spec: Mapping[str, Any]) -> bool:
+    """A pipeline's or sweep's spec (a run's is ``type: command``)."""
+    return spec.get("type") in ("pipeline", "sweep")
+
+
+def code_folders(spec: Mapping[str, Any]) -> list[str]:
+    """The code folders a pipeline's steps (a sweep's trial) upload, each once, in order."""
+    parts = spec.get("jobs", {}).values() if spec.get("type") == "pipeline" else [spec.get("trial") or {}]
+    return list(dict.fromkeys(part["code"] for part in parts if part.get("code") is not None))
+
+
+def resolve_composite(
+    entry: Composite, config: StackConfig, root: Path, *, scans: Scans | None = None
+) -> tuple[ResolvedComposite, list[ResolvedRun]]:
+    """``entry`` resolved, with its runs (named ``<job>/<part>``, :attr:`ResolvedRun.part_of` set).
+
+    ``scans``: code folder scans already made, shared between calls; filled in here."""
+    scans = scans if scans is not None else {}
+    runs: dict[str, ResolvedRun] = {}
+    for part, run in entry.runs.items():
+        resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code))
+        runs[part] = dataclasses.replace(resolved, name=qualified(entry.name, part), part_of=entry.name)
+    spec = _pipeline_spec(entry, runs) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
+    return ResolvedComposite(entry.name, entry.type, spec, tuple(r.name for r in runs.values())), list(runs.values())
+
+
+def resolve_composites(
+    config: StackConfig, root: Path, *, scans: Scans | None = None
+) -> list[tuple[ResolvedComposite, list[ResolvedRun]]]:
+    """Every pipeline and sweep the stack declares, resolved, sorted by name."""
+    scans = scans if scans is not None else {}
+    return [resolve_composite(entry, config, root, scans=scans)
+            for entry in sorted(config.composites, key=lambda e: e.name)]
+
+
+def _common(entry: Composite) -> dict[str, Any]:
+    return {
+        "type": entry.type, "name": entry.name, "display_name": entry.display_name,
+        "experiment_name": entry.experiment_name, "description": entry.description, "tags": dict(entry.tags),
+    }
+
+
+def _io(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value.model_dump(exclude_none=True) if hasattr(value, "model_dump") else value
+            for name, value in values.items()}
+
+
+def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun]) -> dict[str, Any]:
+    bound = output_bindings(pipeline)
+    steps: dict[str, Any] = {}
+    for name, run in runs.items():
+        step = {key: value for key, value in run.spec.items() if key not in _STEP_DROPPED}
+        if name in bound:
+            step["outputs"] = {**step.get("outputs", {}), **bound[name]}
+        steps[name] = step
+    settings = pipeline.settings.model_dump(exclude_none=True)
+    if "default_compute" in settings:
+        settings["default_compute"] = f"azureml:{settings['default_compute']}"
+    identity = None
+    if pipeline.identity is not None:
+        kind = "managed_identity" if pipeline.identity.type == "managed" else pipeline.identity.type
+        identity = pipeline.identity.model_dump(exclude_none=True) | {"type": kind}
+    spec: dict[str, Any] = _tidy({
+        **_common(pipeline), "settings": settings, "inputs": _io(pipeline.inputs),
+        "outputs": _io(pipeline.outputs), "identity": identity,
+    })
+    spec["jobs"] = steps  # already tidy, in the pipeline's order
+    return spec
+
+
+def _sweep_spec(sweep: SweepJob, trial: ResolvedRun) -> dict[str, Any]:
+    run = trial.spec
+    algorithm = sweep.sampling_algorithm
+    spec: dict[str, Any] = _tidy({
+        **_common(sweep),
+        "compute": run["compute"],
+        "inputs": run.get("inputs"),
+        "outputs": run.get("outputs"),
+        "trial": {key: run[key] for key in TRIAL_KEYS if key in run},
+        "search_space": {name: p.model_dump(exclude_none=True) for name, p in sweep.search_space.items()},
+        "sampling_algorithm": algorithm if isinstance(algorithm, str) else algorithm.model_dump(exclude_none=True),
+        "objective": sweep.objective.model_dump(),
+        "limits": sweep.limits.model_dump(exclude_none=True),
+        "early_termination": sweep.early_termination.model_dump(exclude_none=True)
+        if sweep.early_termination else None,
+        "identity": run.get("identity"),
+        "queue_settings": run.get("queue_settings"),
+    })
+    return spec

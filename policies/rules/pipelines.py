@@ -1,0 +1,181 @@
+"""Pipeline and sweep rules: what goes wrong in how runs are put together, not in any one of them.
+
+Each step of a pipeline and the trial of a sweep is a run (``<job>/<step>``, ``<sweep>/trial``) and every
+run rule judges it as such; these rules look at the composition: bindings between steps, the order they
+imply, and how many trials a cluster can hold at once. They read the job's spec (the ``ComposedJob``
+component's props, :class:`jobs.pipelines.ResolvedComposite`) and its runs' cluster facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from model.pipelines import binding
+from policies.rule import Violation, stack_rule
+from policies.stack import Stack
+
+PIPELINE_YAML = "https://learn.microsoft.com/en-us/azure/machine-learning/reference-yaml-job-pipeline"
+SWEEP_GUIDE = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-tune-hyperparameters"
+
+
+def _steps(spec: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    steps: Mapping[str, Mapping[str, Any]] = spec.get("jobs") or {}
+    return steps
+
+
+def _unknown_bindings(spec: Mapping[str, Any], step: str) -> list[str]:
+    """What one step binds that the pipeline does not have, in words."""
+    steps = _steps(spec)
+    found = []
+    for direction in ("inputs", "outputs"):
+        for key, value in sorted((steps[step].get(direction) or {}).items()):
+            bound = binding(value)
+            if bound is None:
+                continue
+            where = f"{direction[:-1]} {key!r} binds {value}"
+            if bound.kind == "jobs":
+                source, output = bound.name, bound.output
+                if source not in steps:
+                    found.append(f"{where}: the pipeline has no step {source!r} (steps: {', '.join(steps)})")
+                elif output not in (steps[source].get("outputs") or {}):
+                    outputs = ", ".join(steps[source].get("outputs") or {}) or "none"
+                    found.append(f"{where}: step {source!r} has no output {output!r} (its outputs: {outputs})")
+            elif bound.name not in (spec.get(bound.kind) or {}):
+                declared = ", ".join(spec.get(bound.kind) or {}) or "none"
+                found.append(f"{where}: the pipeline declares no {bound.kind[:-1]} {bound.name!r} "
+                             f"(its {bound.kind}: {declared})")
+    return found
+
+
+@stack_rule(
+    id="pipeline-binding-unknown",
+    title="A pipeline step binds only inputs and outputs that exist",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="A step input bound to ${{parent.jobs.<step>.outputs.<x>}} of a step or output the pipeline "
+    "does not have, or to a pipeline input or output it does not declare, is refused: azure-ai-ml's load_job "
+    "(what az ml job create -f runs) fails with 'Failed to find referenced source for input binding' or "
+    "'Failed to find top level definition', and nothing is submitted.",
+    remediation="Fix the step or output name in the binding, or declare the pipeline input/output it names.",
+    reference=PIPELINE_YAML,
+    config_key=("inputs",),
+)
+def pipeline_binding_unknown(stack: Stack) -> list[Violation]:
+    out = []
+    for _, job in stack.composites:
+        if job.kind != "pipeline":
+            continue
+        runs = {run.name: run for run in stack.runs_of(job.name)}
+        for step in _steps(job.spec):
+            run = runs.get(f"{job.name}/{step}")
+            if run is not None:
+                out += [Violation(run, message) for message in _unknown_bindings(job.spec, step)]
+    return out
+
+
+def _cycle(spec: Mapping[str, Any]) -> list[str] | None:
+    """Steps that wait on each other through their bindings, as a path back to its start (None: no cycle)."""
+    steps = _steps(spec)
+    needs = {name: sorted({b.name for v in (step.get("inputs") or {}).values()
+                           if (b := binding(v)) is not None and b.kind == "jobs" and b.name in steps})
+             for name, step in steps.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        state[name] = 1
+        path.append(name)
+        for source in needs[name]:
+            if state.get(source) == 1:
+                return [*path[path.index(source):], source]
+            if source not in state and (found := visit(source)) is not None:
+                return found
+        path.pop()
+        state[name] = 2
+        return None
+
+    for name in steps:
+        if name not in state and (found := visit(name)) is not None:
+            return found
+    return None
+
+
+@stack_rule(
+    id="pipeline-step-cycle",
+    title="Pipeline steps do not wait on each other in a circle",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="Azure ML starts a step once every step whose output it binds has completed; steps whose bindings "
+    "form a circle each wait for the other, so none of them can ever start (azure-ai-ml does not check this "
+    "before submission).",
+    remediation="Break the circle: bind the first step's inputs to data or pipeline inputs, not to a later step.",
+    reference=PIPELINE_YAML,
+    config_key=("jobs",),
+)
+def pipeline_step_cycle(stack: Stack) -> list[Violation]:
+    out = []
+    for resource, job in stack.composites:
+        cycle = _cycle(job.spec) if job.kind == "pipeline" else None
+        if cycle:
+            out.append(Violation(resource, f"steps {' -> '.join(cycle)} wait on each other's outputs: none can start"))
+    return out
+
+
+@stack_rule(
+    id="sweep-concurrent-trials-exceed-cluster",
+    title="A sweep's concurrent trials fit its cluster",
+    severity="medium",
+    enforcement="advisory",
+    rationale="Each trial of a sweep takes trial.resources.instance_count nodes; max_concurrent_trials of them "
+    "at once need that many times the nodes (left out, Azure ML starts up to max_total_trials at once). Trials "
+    "beyond what the cluster's max_instances holds wait in its queue: the sweep takes longer than its limits "
+    "suggest, and its timeout may cancel trials that never started. Advisory: the trials still run.",
+    remediation="Lower limits.max_concurrent_trials to the trials the cluster holds at once, or raise the "
+    "cluster's max_instances.",
+    reference=SWEEP_GUIDE,
+    config_key=("limits", "max_concurrent_trials"),
+)
+def sweep_concurrent_trials_exceed_cluster(stack: Stack) -> list[Violation]:
+    out = []
+    for resource, job in stack.composites:
+        trials = stack.runs_of(job.name)
+        if job.kind != "sweep" or not trials:
+            continue
+        trial = trials[0]
+        limits = job.spec.get("limits") or {}
+        concurrent = limits.get("max_concurrent_trials") or limits.get("max_total_trials") or 1
+        nodes = trial.instance_count
+        cluster = trial.cluster
+        if nodes > cluster.max_instances or concurrent * nodes <= cluster.max_instances:
+            continue  # a trial that never fits is run-instance-count-exceeds-max-nodes's finding
+        fit = cluster.max_instances // nodes
+        out.append(Violation(resource, (
+            f"{concurrent} concurrent trial(s) of {nodes} node(s) need {concurrent * nodes} nodes; cluster "
+            f"{cluster.name} scales to {cluster.max_instances}: {fit} trial(s) run at once, the other "
+            f"{concurrent - fit} wait in the queue"
+        )))
+    return out
+
+
+@stack_rule(
+    id="sweep-timeout-below-trial-timeout",
+    title="A sweep's timeout leaves its trials their own timeout",
+    severity="low",
+    enforcement="advisory",
+    rationale="limits.timeout cancels the whole sweep, running trials included; below limits.trial_timeout no "
+    "trial can run as long as its own timeout allows, and trials cut off early report no final metric.",
+    remediation="Make limits.timeout at least limits.trial_timeout (times the rounds of concurrent trials), or "
+    "lower trial_timeout.",
+    reference=SWEEP_GUIDE,
+    config_key=("limits", "timeout"),
+)
+def sweep_timeout_below_trial_timeout(stack: Stack) -> list[Violation]:
+    out = []
+    for resource, job in stack.composites:
+        limits = job.spec.get("limits") or {}
+        timeout, trial = limits.get("timeout"), limits.get("trial_timeout")
+        if job.kind == "sweep" and timeout and trial and timeout < trial:
+            out.append(Violation(resource, f"limits.timeout {timeout}s cancels the sweep before a trial reaches its "
+                                           f"trial_timeout of {trial}s"))
+    return out

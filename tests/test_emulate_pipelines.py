@@ -1,0 +1,128 @@
+"""``amlgpu run-local`` of a pipeline and a sweep, as a user runs it: real processes, one run after another.
+
+The pipeline trains with ``train_ddp.py`` (2 nodes x 2 processes) and evaluates the checkpoint with
+``evaluate.py`` in the step bound to the training step's output, in the order the binding gives (the
+evaluation is declared first). The sweep runs two trials with parameters drawn from its search space.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+WORKLOADS = Path(__file__).resolve().parent.parent / "jobs" / "workloads"
+AMLGPU = shutil.which("amlgpu", path=os.path.dirname(sys.executable))
+
+PIPELINE = {
+    "name": "train-eval", "type": "pipeline", "settings": {"default_compute": "gpu-a100"},
+    "inputs": {"epochs": 3},
+    "jobs": {
+        "evaluate": {  # declared first: it runs second, after the step whose output it binds
+            "code": "src", "environment": "azureml:acpt:1",
+            "command": "python evaluate.py --samples 512 --checkpoint-dir ${{inputs.checkpoints}} "
+                       "--report-dir ${{outputs.report}} --max-loss ${{inputs.max_loss}}",
+            "inputs": {"checkpoints": "${{parent.jobs.train.outputs.checkpoints}}", "max_loss": 10.0},
+            "outputs": {"report": {"type": "uri_folder"}},
+            "distribution": {"type": "pytorch", "process_count_per_instance": 2},
+        },
+        "train": {
+            "code": "src", "environment": "azureml:acpt:1",
+            "command": "python train_ddp.py --samples 512 --epochs ${{inputs.epochs}} "
+                       "--checkpoint-dir ${{outputs.checkpoints}}",
+            "inputs": {"epochs": "${{parent.inputs.epochs}}"},
+            "outputs": {"checkpoints": {"type": "uri_folder"}},
+            "resources": {"instance_count": 2},
+            "distribution": {"type": "pytorch", "process_count_per_instance": 2},
+        },
+    },
+}
+SWEEP = {
+    "name": "lr-sweep", "type": "sweep", "compute": "gpu-a100",
+    "trial": {"code": "src", "environment": "azureml:acpt:1",
+              "command": "python train_ddp.py --samples 256 --epochs 1 --lr ${{search_space.lr}} "
+                         "--batch-size ${{search_space.batch}} --checkpoint-dir ${{outputs.checkpoints}}",
+              "distribution": {"type": "pytorch", "process_count_per_instance": 1}},
+    "outputs": {"checkpoints": {"type": "uri_folder"}},
+    "search_space": {"lr": {"type": "loguniform", "min_value": -6.9, "max_value": -2.3},
+                     "batch": {"type": "choice", "values": [16, 32]}},
+    "sampling_algorithm": {"type": "random", "seed": 3},
+    "objective": {"goal": "minimize", "primary_metric": "loss"},
+    "limits": {"max_total_trials": 4, "max_concurrent_trials": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    (root / "Pulumi.yaml").write_text("name: aml-gpu-training\nruntime: python\n")
+    config = {
+        "azure-native:location": "westeurope",
+        "aml-gpu-training:workspace": {"name": "mlw-emulate"},
+        "aml-gpu-training:clusters": [{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2}],
+        "aml-gpu-training:jobs": [PIPELINE, SWEEP],
+    }
+    (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
+    (root / "work").mkdir()
+    return root
+
+
+def run_local(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
+    return subprocess.run([*argv, "run-local", *args, "--stack", "test"], cwd=project, capture_output=True,
+                          text=True, timeout=240, env={**os.environ, "TMPDIR": str(project / "work")})
+
+
+def _workdir(result: subprocess.CompletedProcess[str]) -> Path:
+    match = re.search(r"^work folder \(each (?:step|trial)'s snapshot and outputs\): (.+)$", result.stderr, re.M)
+    assert match, result.stderr
+    return Path(match.group(1))
+
+
+def test_a_pipeline_runs_its_steps_in_binding_order_on_local_folders(project: Path) -> None:
+    result = run_local(project, "train-eval")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "pipeline 'train-eval' of stack 'test', 2 step(s): train, evaluate, one after another" in result.stderr
+    work = _workdir(result)
+    checkpoints = work / "train" / "outputs" / "checkpoints"
+    assert (checkpoints / "checkpoint.pt").is_file()
+    # The evaluation read the training step's output folder, as its binding says.
+    assert f"--checkpoint-dir {checkpoints} " in result.stderr
+    report = json.loads((work / "evaluate" / "outputs" / "report" / "evaluation.json").read_text())
+    assert report["epoch"] == 2 and report["world_size"] == 2 and report["samples"] == 512
+    assert "2 node(s) x 2 process(es) = 4 processes" in result.stderr  # train: as declared
+
+
+def test_a_failing_step_stops_the_pipeline(project: Path) -> None:
+    result = run_local(project, "train-eval", "--input", "epochs=0")
+    # No epoch trained, no checkpoint: the evaluation fails, and says so.
+    assert result.returncode != 0
+    assert "no checkpoint.pt in" in result.stdout + result.stderr
+    assert "run-local: evaluate ended with exit" in result.stderr
+
+
+def test_a_sweep_runs_trials_with_sampled_parameters(project: Path) -> None:
+    result = run_local(project, "lr-sweep", "--trials", "2")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trials = re.findall(r"^trial-(\d): batch=(\d+), lr=([0-9.e-]+)$", result.stderr, re.M)
+    assert [t[0] for t in trials] == ["1", "2"] and trials[0][1:] != trials[1][1:]
+    for _, batch, lr in trials:
+        assert 0.001 <= float(lr) <= 0.1 and batch in ("16", "32")
+        assert f"--lr {lr} --batch-size {batch}" in result.stderr
+    work = _workdir(result)
+    assert all((work / f"trial-{n}" / "outputs" / "checkpoints" / "checkpoint.pt").is_file() for n in (1, 2))
+
+
+def test_trials_is_for_sweeps(project: Path) -> None:
+    result = run_local(project, "train-eval", "--trials", "2")
+    assert result.returncode == 2 and "--trials is for sweeps; 'train-eval' is a pipeline" in result.stderr
