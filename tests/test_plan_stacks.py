@@ -246,3 +246,32 @@ def test_the_providers_type_aliases_are_dropped_and_nothing_recorded_changes(mon
     kept = engine.run_program("prod", stack, ROOT)
     assert [r.to_json() for r in dropped.resources] == [r.to_json() for r in kept.resources]
     assert dropped.outputs == kept.outputs
+
+
+def test_each_stack_starts_with_no_secret_remembered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A value one stack holds as a secret is masked wherever it shows, but only in that stack's plan: the next
+    stack's artifacts are those it has alone (here the same text is a run's description there). And each stack
+    has the whole limit of remembered secrets to itself: 150 tokens each plan, where 300 in one stack would
+    be refused."""
+    from infra import secrets
+    from tests.test_reliability_corpus import good_config
+    from tests.test_security_secrets import WANDB, _hf
+
+    shared = WANDB[:-4] + "beef"
+    a, b = good_config(), good_config()
+    run_a, run_b = a[f"{NS}:jobs"][0], b[f"{NS}:jobs"][0]
+    run_a.setdefault("environment_variables", {})["WANDB_API_KEY"] = shared  # a secret by its name
+    run_b["description"] = f"reproduces {shared}"  # plain text in b
+    run_a["environment_variables"].update({f"HF_TOKEN_{n}": _hf(n % 100) + f"{n:05d}" for n in range(150)})
+    run_b.setdefault("environment_variables", {}).update(
+        {f"HF_TOKEN_{n}": _hf(n % 100) + f"{n:05d}" for n in range(150, 300)})
+    assert secrets.MAX_REMEMBERED < 300
+    project = make_project(tmp_path / "project", a, stack="a")
+    (project / "Pulumi.b.yaml").write_text(yaml.safe_dump({"config": b}, sort_keys=False))
+
+    code, _, err = plan(project, capsys, "--stack", "a", "--stack", "b", "--out", "build/both")
+    assert code == 1, err  # both planned: each fails the secret rules, neither is refused
+    assert plan(project, capsys, "--stack", "b", "--out", "build/alone/b")[0] == 1
+    assert snapshot(project / "build" / "both" / "b") == snapshot(project / "build" / "alone" / "b")
+    assert shared in (project / "build" / "both" / "b" / "jobs" / "ddp.yml").read_text()
+    assert shared not in (project / "build" / "both" / "a" / "jobs" / "ddp.yml").read_text()

@@ -205,6 +205,8 @@ def _show(result: PlanResult, out: Path, settings: Settings) -> None:
 
 
 def _outcome(result: PlanResult, out: Path, settings: Settings) -> StackOutcome:
+    from infra import secrets
+
     report, cost = result.report, result.cost
     return StackOutcome(
         stack=result.stack.name, exit_code=_exit_code(result), out=_display_path(out),
@@ -212,8 +214,8 @@ def _outcome(result: PlanResult, out: Path, settings: Settings) -> StackOutcome:
         ceiling_usd_per_hour=cost.ceiling_usd_per_hour if cost is not None else None,
         priced_ceiling_usd_per_hour=cost.priced_ceiling_usd_per_hour if cost is not None else 0.0,
         diff=result.diff["verdict"] if result.diff is not None else None,
-        policy_md=result.policy_markdown() if settings.format == "markdown" else None,
-        summary=result.summary(out) if settings.format == "json" else {},
+        policy_md=secrets.mask(result.policy_markdown()) if settings.format == "markdown" else None,
+        summary=secrets.mask_data(result.summary(out)) if settings.format == "json" else {},
     )
 
 
@@ -263,13 +265,20 @@ def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings
 
 
 def _plan_in_turn(name: str, out: Path | None, settings: Settings, *, first: bool) -> StackOutcome:
-    """One of several stacks: planned and reported, or, on bad input, refused and reported."""
+    """One of several stacks: planned and reported, or, on bad input, refused and reported.
+
+    It starts with no secret remembered, as in a process of its own: another stack's secrets neither mask
+    its artifacts nor count towards its limit (:data:`infra.secrets.MAX_REMEMBERED`). What is kept for the
+    end (the error, ``policy.md``, the JSON summary) is masked now, while its own secrets are known."""
+    from infra import secrets
+
+    secrets.forget_all()
     try:
         with warnings.catch_warnings():  # a warning shown for one stack is shown again for the next
             result, out = plan_one(name, out, settings)
     except UserError as err:
         print(err.report(), file=sys.stderr)
-        return StackOutcome(stack=name, exit_code=err.exit_code, error=str(err))
+        return StackOutcome(stack=name, exit_code=err.exit_code, error=secrets.mask(str(err)))
     if settings.format == "text" and not first:
         print()
     _show(result, out, settings)
