@@ -288,10 +288,12 @@ def test_the_docs_name_commands_that_parse_with_stacks_and_runs_that_exist() -> 
 
 @pytest.fixture(scope="module")
 def docs_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reader's project: the examples' stack files copied in, as examples/multi-team says to."""
+    """The reader's project: the examples' stack files and their pack config copied in, as examples/multi-team
+    says to (the research stack's identity and waiver are the platform's to allow)."""
     project = _scratch_project(tmp_path_factory.mktemp("docs") / "project")
     for path in shipped_stacks("examples/multi-team"):
         shutil.copy(path, project / path.name)
+    shutil.copy(ROOT / "examples" / "multi-team" / "policy-config.json", project / "policies" / "config.json")
     return project
 
 
