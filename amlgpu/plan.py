@@ -14,6 +14,7 @@ import asyncio
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 import pulumi
@@ -164,8 +165,42 @@ def _has_secret(value: Any) -> bool:
     return False
 
 
+def without_provider_type_aliases(
+    args: pulumi.ResourceTransformationArgs,
+) -> pulumi.ResourceTransformationResult | None:
+    """A stack transformation: ``args``' options without the provider's API-version type aliases.
+
+    pulumi-azure-native gives each resource an alias per earlier API version of its type (``Alias(type_=
+    "azure-native:machinelearningservices/v20200101:Workspace")``, 50 for a workspace) so that the engine finds
+    a resource that a stack's state holds under an older type token. An offline plan has no state to match, and
+    records no alias; but the SDK turns each alias into a URN through a chain of Outputs, over two thirds of the
+    time a stack took once its libraries were loaded. Any other alias (one the program declares: a rename, a
+    new parent) is kept."""
+    aliases = args.opts.aliases
+    kept = [a for a in aliases or () if not _provider_type_alias(a)]
+    if aliases is None or len(kept) == len(aliases):
+        return None
+    opts = args.opts._copy()
+    opts.aliases = kept
+    return pulumi.ResourceTransformationResult(args.props, opts)
+
+
+def _provider_type_alias(alias: Any) -> bool:
+    """An alias that only names another type token of azure-native (what pulumi-azure-native generates)."""
+    if not (isinstance(alias, pulumi.Alias) and isinstance(alias.type_, str)):
+        return False
+    unset = all(isinstance(value, EllipsisType) for value in (alias.name, alias.parent, alias.stack, alias.project))
+    return unset and alias.type_.startswith("azure-native:")
+
+
 def run_program(stack: str, stackfile: StackFile, root: Path) -> Plan:
     """Run the project's Pulumi program for ``stack`` under the mock engine and return what it planned.
+
+    Every run starts afresh, so that several stacks planned in one process share nothing: a new monitor and
+    event loop, the runtime's settings (project, stack, engine, the set of pending outputs) configured anew by
+    ``set_mocks``, no root stack resource until the program's own, and the stack's config and secret keys
+    replacing the last run's. The program's modules stay imported: they hold no state of a stack. The only
+    change to what the program asks for is :func:`without_provider_type_aliases`, which changes nothing recorded.
 
     Errors raised by the program (a ``pulumi.RunError`` for bad config) propagate unchanged.
     """
@@ -181,6 +216,7 @@ def run_program(stack: str, stackfile: StackFile, root: Path) -> Plan:
         set_all_config(stackfile.cli_config(), sorted(stackfile.secret_keys))
 
         def program() -> None:
+            pulumi.runtime.register_stack_transformation(without_provider_type_aliases)
             runpy.run_path(str(root), run_name="__main__")
 
         loop.run_until_complete(pulumi.runtime.stack.run_in_stack(program))

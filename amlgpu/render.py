@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from amlgpu.outcome import StackOutcome, worst
 from amlgpu.plan import PlannedResource
 from infra import skus
 
@@ -229,4 +230,44 @@ def stack_report(result: Any, out: str) -> str:
                          f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
     if result.diff is not None:
         lines.append(f"Against {result.diff['base']}: {result.diff['verdict']} (diff.json)")
+    return "\n".join(lines)
+
+
+def hourly_cost(outcome: StackOutcome) -> str:
+    """A stack's ceiling per hour: the figure, or the least it is when a cluster has no price."""
+    ceiling = outcome.ceiling_usd_per_hour
+    if isinstance(ceiling, float | int):
+        return f"{ceiling:,.2f}"
+    if ceiling is None:
+        return "-"
+    least = outcome.priced_ceiling_usd_per_hour
+    return f"{ceiling} (>= {least:,.2f})" if least else str(ceiling)
+
+
+def summary_table(outcomes: Sequence[StackOutcome], *, deleted: Sequence[str] = (), unchanged: int = 0,
+                  since: str | None = None) -> str:
+    """The table that ends a plan of several stacks: one line per stack with its verdict, its open mandatory
+    and advisory findings and its cost per hour with every cluster at max nodes; the stacks deleted since
+    ``since`` (``--changed-since``); then the count per verdict and the exit code (the worst stack's)."""
+    header = ("Stack", "Verdict", "Mandatory", "Advisory", "Cost/h (USD)")
+    rows = [(o.stack, o.verdict, "-", "-", "-") if o.error is not None
+            else (o.stack, o.verdict, str(o.mandatory), str(o.advisory), hourly_cost(o)) for o in outcomes]
+    rows += [(name, "deleted", "-", "-", "-") for name in deleted]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        cells = [cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        return "  ".join(cells).rstrip()
+
+    lines = [line(header), *(line(row) for row in rows)]
+    counts = {v: sum(1 for o in outcomes if o.verdict == v) for v in ("passed", "failed", "bad input")}
+    n = len(outcomes)
+    lines.append(f"{n} stack{'s' if n != 1 else ''} planned: {counts['passed']} passed, {counts['failed']} failed "
+                 f"a mandatory policy, {counts['bad input']} bad input (exit {worst(o.exit_code for o in outcomes)}).")
+    if since is not None:
+        if unchanged:
+            lines.append(f"{unchanged} stack{'s' if unchanged != 1 else ''} unchanged since {since}: not planned.")
+        if deleted:
+            lines.append(f"Deleted since {since}: {', '.join(deleted)}. Nothing is planned for a deleted stack; what "
+                         "it deployed stays until `pulumi destroy` removes it.")
     return "\n".join(lines)

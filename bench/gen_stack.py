@@ -14,6 +14,7 @@ Usage::
 
     .venv/bin/python bench/gen_stack.py --runs 100 --out /tmp/stack100   # then: cd /tmp/stack100 &&
     amlgpu plan --stack bench
+    .venv/bin/python bench/gen_stack.py --teams 20 --runs 5 --out /tmp/teams   # then: amlgpu plan --all
 """
 
 from __future__ import annotations
@@ -285,6 +286,40 @@ def stack_config(run_count: int, *, cluster_count: int = 20, environment_count: 
     }
 
 
+TEAM_REGIONS = ("eastus2", "westeurope", "swedencentral", "westus3")
+"""Regions the team stacks cycle through."""
+
+
+def team_name(index: int) -> str:
+    return f"team-{index:03d}"
+
+
+def team_config(index: int, *, runs: int = 5) -> dict[str, Any]:
+    """Team ``index``'s stack, as an organisation with one stack per team has them: its own workspace,
+    region and address space, three InfiniBand clusters, four environments (three of them built from a
+    Docker context) and ``runs`` runs (each cluster's fabric check comes on top). Teams differ in names,
+    region and network; their stacks are the same size, so N of them cost N times one."""
+    if not 0 <= index < 250:
+        raise ValueError("team index must be between 0 and 249 (one /16 of 10.0.0.0/8 each)")
+    config = stack_config(runs, cluster_count=3, environment_count=4)
+    name = team_name(index)
+    config["azure-native:location"] = TEAM_REGIONS[index % len(TEAM_REGIONS)]
+    config[f"{NAMESPACE}:workspace"] = {
+        **config[f"{NAMESPACE}:workspace"], "name": f"mlw-{name}", "resource_group": f"rg-ml-{name}",
+        "tags": {"team": name, "cost-center": f"cc-{index:03d}"},
+    }
+    config[f"{NAMESPACE}:network"] = {"address_space": f"10.{index}.0.0/16", "subnet_prefix": f"10.{index}.0.0/20"}
+    return config
+
+
+def write_teams(folder: Path, count: int, *, runs: int = 5) -> list[str]:
+    """A project holding ``count`` team stacks (:func:`team_config`); their names."""
+    names = [team_name(i) for i in range(count)]
+    for i, name in enumerate(names):
+        write_project(folder, team_config(i, runs=runs), name)
+    return names
+
+
 def write_project(folder: Path, config: dict[str, Any], stack: str = STACK) -> Path:
     """A project folder holding the real program and ``Pulumi.<stack>.yaml`` with ``config``.
 
@@ -309,7 +344,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--environments", type=int, default=10, help="number of environments, 4..10 (default 10)")
     parser.add_argument("--out", type=Path, required=True, help="project folder to create")
     parser.add_argument("--stack", default=STACK, help=f"stack name (default {STACK})")
+    parser.add_argument("--teams", type=int, metavar="N",
+                        help="write N team stacks (team-000...) of --runs runs each instead of one stack")
     args = parser.parse_args(argv)
+    if args.teams is not None:
+        if not 1 <= args.teams <= 250 or args.runs < 0:
+            parser.error("--teams must be between 1 and 250 and --runs >= 0")
+        names = write_teams(args.out, args.teams, runs=args.runs)
+        print(f"{args.out}: {len(names)} stacks ({names[0]} ... {names[-1]})")
+        return 0
     if args.runs < 0 or args.clusters < 1:
         parser.error("--runs must be >= 0 and --clusters >= 1")
     try:

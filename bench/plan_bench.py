@@ -190,6 +190,14 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def save(path: Path, entries: dict[str, Any]) -> None:
+    """Write ``entries`` into the results file, keeping the entries the other benchmark wrote there
+    (``bench/stacks_bench.py`` keeps its results under ``stacks``)."""
+    previous = json.loads(path.read_text()) if path.is_file() else {}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**previous, **entries}, indent=2, sort_keys=True) + "\n")
+
+
 def build_cases(workdir: Path, sizes: tuple[int, ...]) -> list[Case]:
     """The floor, the dev stack and one generated project per size, under ``workdir``."""
     floor = workdir / "floor.py"
@@ -315,8 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratios(summary, largest),
         "memory_growth": memory_growth(summary, sizes),
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    save(args.json, result)
     table = markdown(result)
     if args.markdown:
         args.markdown.write_text(table)

@@ -21,7 +21,7 @@ reports rather than this module hiding it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -232,6 +232,9 @@ class FolderFacts:
     code_unscanned: tuple[str, ...] = ()
     """What the credential scan's budget left unread (:class:`infra.secret_scan.FolderScan`)."""
     legacy_variables: tuple[str, ...] = ()
+    readings: dict[str, pyscan.Reading] = field(default_factory=dict, compare=False)
+    """Each Python script of the folder some run starts, read once (:func:`pyscan.process_group_use`): runs
+    of a stack share scripts (every fabric check starts the same one)."""
 
 
 def folder_facts(root: Path, folder: str | None) -> FolderFacts:
@@ -255,9 +258,10 @@ def scanned(scans: Scans, root: Path, code: str | None) -> FolderFacts:
     return scans[folder]
 
 
-def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]]) -> tuple[tuple[str, ...],
-                                                                                          tuple[str, ...]]:
-    """(frameworks the Python scripts use, scripts read completely that join no process group)."""
+def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]],
+                  readings: dict[str, pyscan.Reading]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(frameworks the Python scripts use, scripts read completely that join no process group); ``readings``:
+    the folder's scripts read so far, filled in here."""
     if folder is None:
         return (), ()
     frameworks: set[str] = set()
@@ -265,7 +269,9 @@ def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]]
     for kind, script in scripts:
         if kind != "python":
             continue
-        reading = pyscan.process_group_use(root / folder, script)
+        if script not in readings:
+            readings[script] = pyscan.process_group_use(root / folder, script)
+        reading = readings[script]
         frameworks |= reading.frameworks
         if reading.opaque is None and not reading.frameworks and script not in alone:
             alone.append(script)
@@ -307,7 +313,7 @@ def resolve_run(
         facts = folder_facts(root, folder)
     if code_findings is not None:
         facts = replace(facts, code_findings=code_findings)
-    frameworks, alone = _script_facts(root, folder, present)
+    frameworks, alone = _script_facts(root, folder, present, facts.readings)
     return ResolvedRun(
         name=run.name,
         spec=spec,

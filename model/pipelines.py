@@ -829,3 +829,25 @@ JOB_ENTRY: TypeAdapter[Run | PipelineJob | SweepJob] = TypeAdapter(JobEntry)
 Composite = PipelineJob | SweepJob
 """A job made of runs: a pipeline's steps, a sweep's trial."""
 
+
+
+def named_files(job: Composite, root: Path) -> list[str]:
+    """The project files ``job`` names that its runs do not show (relative to the project root): each step's
+    component file, and each ``file:`` environment written in the stack or in a component. What the runs hold
+    (code folders, build contexts, conda files) is in :attr:`PipelineJob.runs` / :attr:`SweepJob.runs`."""
+    named: list[str] = []
+    written: list[str | InlineEnvironment | None] = []
+    if isinstance(job, SweepJob):
+        written.append(job.trial.environment)
+    else:
+        for step in job.jobs.values():
+            written.append(step.environment)
+            if isinstance(step.component, str):
+                named.append(step.component.removeprefix(FILE_PREFIX))
+                try:
+                    component, folder = component_file(step.component, root)
+                except ValueError:
+                    continue  # the stack would not have validated: reported there
+                written.append(_rebased_environment(component.environment, folder))
+    named += [env.removeprefix(FILE_PREFIX) for env in written if isinstance(env, str) and env.startswith(FILE_PREFIX)]
+    return named

@@ -193,3 +193,44 @@ def test_fast_yaml_paths_read_and_write_the_generated_stack_as_pyyaml_does(tmp_p
         expected = render.SCHEMA_COMMENT + yaml.dump(document, Dumper=PurePython, sort_keys=True,
                                                      default_flow_style=False, width=1 << 16, allow_unicode=True)
         assert render.job_yaml(run.spec, code_relative_to=tmp_path / "jobs", root=project) == expected
+
+
+def test_team_stacks_are_distinct_and_all_plan_cleanly_in_one_process(tmp_path: Path) -> None:
+    """The stacks bench/stacks_bench.py plans: each its own workspace, region and network, the same size."""
+    project = tmp_path / "teams"
+    assert gen_stack.main(["--teams", "3", "--runs", "5", "--out", str(project)]) == 0
+    configs = [yaml.safe_load((project / f"Pulumi.team-{i:03d}.yaml").read_text())["config"] for i in range(3)]
+    assert len({c[f"{NS}:workspace"]["name"] for c in configs}) == 3
+    assert len({c[f"{NS}:network"]["address_space"] for c in configs}) == 3
+    assert {len(c[f"{NS}:jobs"]) for c in configs} == {5} and {len(c[f"{NS}:clusters"]) for c in configs} == {3}
+    output = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(output):
+        patch.chdir(project)
+        code = main(["plan", "--all", "--format", "json"])
+    document = json.loads(output.getvalue())
+    assert code == 0 and [s["stack"] for s in document["stacks"]] == ["team-000", "team-001", "team-002"]
+    assert {len(s["runs"]) for s in document["stacks"]} == {8}  # 5 runs and a fabric check per cluster
+    with pytest.raises(SystemExit):
+        gen_stack.main(["--teams", "251", "--out", str(tmp_path / "too-many")])
+
+
+def test_the_stacks_bench_compares_one_process_with_as_many_processes(tmp_path: Path) -> None:
+    """The cases it builds and the ratios it reports, on made-up figures (no timing here)."""
+    import stacks_bench
+
+    cases = stacks_bench.build(tmp_path, (1, 20), (1,))
+    assert [(c.name, c.stacks, len(c.commands)) for c in cases] == [
+        ("processes-1", 1, 1), ("one-process-1", 1, 1), ("one-process-20", 20, 1)]
+    assert cases[2].commands[0][1:3] == ["plan", "--all"] and cases[0].commands[0][1:4] == ["plan", "--stack",
+                                                                                              "team-000"]
+
+    def case(stacks: int, processes: int, wall: float, cpu: float, rss: float) -> dict:
+        return {"stacks": stacks, "processes": processes, "wall_s": {"median": wall}, "cpu_s": {"median": cpu},
+                "peak_rss_mib": rss}
+
+    ratios = stacks_bench.ratios({"processes-1": case(1, 1, 5.0, 4.0, 240), "one-process-1": case(1, 1, 5.0, 4.0, 240),
+                                  "one-process-20": case(20, 1, 9.0, 8.0, 250)})
+    assert ratios["one-process-20_over_one_stack"] == {"wall": 1.8, "cpu": 2.0, "target": 3.0,
+                                                       "met": {"wall": True, "cpu": True}}
+    assert ratios["processes-1_over_one-process-1"] == {"wall": 1.0, "cpu": 1.0}
+    assert ratios["per_stack_in_one_process"] == {"wall": 0.211, "cpu": 0.211, "rss_mib": 0.53}

@@ -82,11 +82,12 @@ def test_the_infiniband_page_claims_only_what_the_evidence_table_says() -> None:
         assert capabilities.of_reference(image).state("infiniband") == "unknown", image
 
 
-def test_the_gitops_guides_first_sample_is_what_the_plan_writes(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_gitops_guides_first_sample_is_what_the_plan_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """docs/gitops.md, "What the comment looks like": a change that runs ddp-train with 4 processes per node
-    and waives run-gpus-left-idle for it. Every line the sample shows is a line of the real policy.md, in
-    order (the workflow's marker comment aside; the expiry date and base label are the sample's)."""
+    and waives run-gpus-left-idle for it. Every line the sample shows is a line of the real pull-request
+    comment (``--format markdown``: the table, then the stack's policy.md), in order (the workflow's marker
+    comment aside; the expiry date and base label are the sample's)."""
     config = dev_config()
     project = make_project(tmp_path / "project", config, stack="dev")
     monkeypatch.chdir(project)
@@ -100,8 +101,11 @@ def test_the_gitops_guides_first_sample_is_what_the_plan_writes(tmp_path: Path,
                                  "reason": "Pipeline-parallel model, each process drives two GPUs (ML-42)",
                                  "fingerprint": sarif_fingerprint(tmp_path / "review", "run-gpus-left-idle")}]
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": changed}, sort_keys=False))
-    assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "head"), "--base", str(tmp_path / "base")]) == 0
-    written = (tmp_path / "head" / "policy.md").read_text().replace(str(tmp_path / "base"), "main (<commit>)")
+    capsys.readouterr()
+    assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "head"), "--base", str(tmp_path / "base"),
+                 "--format", "markdown"]) == 0
+    written = capsys.readouterr().out.replace(str(tmp_path / "base"), "main (<commit>)")
+    assert (tmp_path / "head" / "policy.md").read_text().replace(str(tmp_path / "base"), "main (<commit>)") in written
     guide = (ROOT / "docs" / "gitops.md").read_text()
     sample = guide.split("### What the comment looks like", 1)[1].split("```markdown\n", 1)[1].split("```", 1)[0]
     lines = iter(written.replace(expires, "2027-01-31").splitlines())

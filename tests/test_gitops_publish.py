@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(shutil.which("jq") is None or shutil.which("bash
 
 SHA = "3d3c42e5aac5ba805825da76410c181273ba90b1"
 REPO = "example-org/aml-gpu-training"
-MARKER = "<!-- amlgpu-policy:dev -->"
+MARKER = "<!-- amlgpu-plan -->"
 
 FAKE_GH = r'''
 import json, os, subprocess, sys
@@ -57,9 +57,9 @@ sys.stdout.write(text)
 '''
 
 
-def _steps() -> dict[str, Any]:
+def _steps(job: str = "publish") -> dict[str, Any]:
     document = yaml.safe_load((ROOT / ".github" / "workflows" / "pr-publish.yml").read_text(encoding="utf-8"))
-    return {step.get("name", ""): step for step in document["jobs"]["publish"]["steps"]}
+    return {step.get("name", ""): step for step in document["jobs"][job]["steps"]}
 
 
 class Runner:
@@ -68,7 +68,7 @@ class Runner:
     def __init__(self, tmp: Path, responses: dict[str, Any]) -> None:
         self.tmp = tmp
         self.temp = tmp / "runner-temp"
-        (self.temp / "artifact" / "plan").mkdir(parents=True)
+        (self.temp / "artifact" / "plan" / "dev").mkdir(parents=True)
         bin_dir = tmp / "bin"
         bin_dir.mkdir()
         gh = bin_dir / "gh"
@@ -83,7 +83,6 @@ class Runner:
             "GH_LOG": str(tmp / "gh.log"),
             "GH_RESPONSES": str(tmp / "responses.json"),
             "GH_TOKEN": "not-a-token",
-            "STACK": "dev",
             "HEAD_SHA": SHA,
             "HEAD_OWNER": "a-fork-owner",
             "HEAD_BRANCH": "feature; rm -rf /",
@@ -91,13 +90,13 @@ class Runner:
 
     def artifact(self, *, meta: dict[str, Any] | None = None, verdict: str = "## ✅ passed\n") -> Path:
         folder = self.temp / "artifact"
-        (folder / "meta.json").write_text(json.dumps(meta or {"stack": "dev", "head_sha": SHA, "exit_code": 0}))
-        (folder / "plan" / "policy.md").write_text(verdict, encoding="utf-8")
-        (folder / "plan" / "policy.sarif").write_text("{}", encoding="utf-8")
+        (folder / "meta.json").write_text(json.dumps(meta or {"head_sha": SHA, "exit_code": 0, "stacks": ["dev"]}))
+        (folder / "comment.md").write_text(verdict, encoding="utf-8")
+        (folder / "plan" / "dev" / "policy.sarif").write_text("{}", encoding="utf-8")
         return folder
 
-    def run(self, step: str, **env: str) -> subprocess.CompletedProcess[str]:
-        script = _steps()[step]["run"]
+    def run(self, step: str, job: str = "publish", **env: str) -> subprocess.CompletedProcess[str]:
+        script = _steps(job)[step]["run"]
         return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
                               env={**self.env, **env}, capture_output=True, text=True, timeout=60, check=False,
                               cwd=self.tmp)
@@ -136,7 +135,7 @@ def test_the_sticky_comment_is_the_bots_never_a_users_with_the_same_marker(tmp_p
 def test_a_users_marker_comment_alone_gets_a_new_bot_comment(tmp_path: Path) -> None:
     runner = Runner(tmp_path, {COMMENTS: [
         _comment(11, "mallory", "User", f"{MARKER}\nI put the marker here"),
-        _comment(13, "github-actions[bot]", "Bot", "<!-- amlgpu-policy:prod -->\nanother stack"),
+        _comment(13, "github-actions[bot]", "Bot", "<!-- amlgpu-policy:prod -->\nan earlier version's comment"),
     ]})
     runner.artifact()
     assert runner.run("Policy verdict as a sticky PR comment", PR="7").returncode == 0
@@ -162,7 +161,7 @@ def test_the_pull_request_comes_from_the_event_and_must_be_at_the_planned_commit
     runner.artifact()
     result = runner.run("Check the artifact")
     assert result.returncode == 0, result.stderr
-    assert runner.outputs == "pr=7\n"
+    assert runner.outputs == "pr=7\nstacks=[\"dev\"]\n"
     lookup = runner.calls[0]
     # The fork's branch name (attacker-chosen text) is passed as one query value, never run.
     assert lookup["fields"] == {"state": "open", "head": "a-fork-owner:feature; rm -rf /"}
@@ -172,15 +171,14 @@ def test_a_pull_request_moved_on_since_the_plan_gets_nothing(tmp_path: Path) -> 
     runner = Runner(tmp_path, _pulls("0" * 40))
     runner.artifact()
     assert runner.run("Check the artifact").returncode == 0
-    assert runner.outputs == "pr=\n"
+    assert runner.outputs.startswith("pr=\n")
 
 
 @pytest.mark.parametrize(
     ("meta", "why"),
     [
-        ({"stack": "dev", "head_sha": "0" * 40, "exit_code": 0}, "another commit's plan"),
-        ({"stack": "prod", "head_sha": SHA, "exit_code": 0}, "another stack's plan"),
-        ({"stack": "dev", "head_sha": SHA, "exit_code": 0, "pad": "x" * 5000}, "an oversized meta.json"),
+        ({"head_sha": "0" * 40, "exit_code": 0, "stacks": ["dev"]}, "another commit's plan"),
+        ({"head_sha": SHA, "exit_code": 0, "stacks": ["dev"], "pad": "x" * 40_000}, "an oversized meta.json"),
     ],
 )
 def test_a_forged_artifact_is_refused(tmp_path: Path, meta: dict[str, Any], why: str) -> None:
@@ -191,11 +189,37 @@ def test_a_forged_artifact_is_refused(tmp_path: Path, meta: dict[str, Any], why:
     assert "pr=" not in runner.outputs
 
 
+def test_only_names_spelled_as_stack_names_reach_the_code_scanning_matrix(tmp_path: Path) -> None:
+    runner = Runner(tmp_path, _pulls(SHA))
+    names = ["prod", "dev", "../../etc", "a\nb", "::set-output name=x::y", "-rf", 7, None, "dev", "x" * 101]
+    runner.artifact(meta={"head_sha": SHA, "exit_code": 1, "stacks": [*names, *(f"s{i:03d}" for i in range(120))]})
+    result = runner.run("Check the artifact")
+    assert result.returncode == 0, result.stderr
+    stacks = json.loads(runner.outputs.split("stacks=", 1)[1])
+    assert stacks[:3] == ["dev", "prod", "s000"] and len(stacks) == 100
+
+
 def test_a_symlinked_verdict_is_refused(tmp_path: Path) -> None:
     runner = Runner(tmp_path, _pulls(SHA))
     folder = runner.artifact()
-    (folder / "plan" / "policy.md").unlink()
-    (folder / "plan" / "policy.md").symlink_to("/etc/passwd")
+    (folder / "comment.md").unlink()
+    (folder / "comment.md").symlink_to("/etc/passwd")
     result = runner.run("Check the artifact")
     assert result.returncode == 1
-    assert "lacks plan/policy.md" in result.stdout
+    assert "lacks comment.md" in result.stdout
+
+
+@pytest.mark.parametrize("how", ["in place", "missing", "linked file", "linked folder"])
+def test_each_stacks_sarif_is_checked_before_its_upload(tmp_path: Path, how: str) -> None:
+    runner = Runner(tmp_path, {})
+    folder = runner.artifact() / "plan"
+    if how == "missing":
+        (folder / "dev" / "policy.sarif").unlink()
+    elif how == "linked file":
+        (folder / "dev" / "policy.sarif").unlink()
+        (folder / "dev" / "policy.sarif").symlink_to("/etc/passwd")
+    elif how == "linked folder":
+        shutil.move(folder / "dev", tmp_path / "elsewhere")
+        (folder / "dev").symlink_to(tmp_path / "elsewhere")
+    result = runner.run("Check the stack's SARIF", job="sarif", STACK="dev")
+    assert result.returncode == (0 if how == "in place" else 1), result.stdout

@@ -7,6 +7,7 @@ without linting.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -171,33 +172,38 @@ def test_no_job_that_runs_pull_request_code_can_write() -> None:
         assert forbidden not in text, forbidden
 
 
-def test_the_plan_job_writes_a_clean_folder_and_publishes_before_it_fails() -> None:
+def test_one_plan_job_plans_the_stacks_the_change_touches_and_publishes_before_it_fails() -> None:
     plan = _load("pr.yml")["jobs"]["plan"]
-    assert plan["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
-    _, run = _step(plan, "Plan offline")
-    assert 'rm -rf "$PLAN_OUT"' in run["run"] and 'PLAN_OUT="$RUNNER_TEMP/amlgpu/plan"' in run["run"]
-    assert '.venv/bin/amlgpu plan "${args[@]}"' in run["run"]
+    assert "strategy" not in plan  # one job, one process: the imports are paid once
+    _, checkout = _step(plan, "actions/checkout@")
+    assert checkout["with"]["fetch-depth"] == 0  # --changed-since needs the base commit's history
+    _, run = _step(plan, "Plan the stacks the change touches")
+    assert 'rm -rf "$PLAN_OUT" "$COMMENT"' in run["run"] and 'PLAN_OUT="$RUNNER_TEMP/amlgpu/plan"' in run["run"]
+    assert '--all --changed-since "$BASE_SHA"' in run["run"] and "--format markdown" in run["run"]
+    assert plan["env"]["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
     # A build/ folder committed to the branch is never read: nothing in the job names it.
     assert "build/" not in yaml.safe_dump(plan)
     fail_at, fail = _step(plan, "Fail when the plan did")
     assert fail["if"] == "steps.plan.outputs.exit-code != '0'"
-    summary_at, summary = _step(plan, "Policy verdict to the job summary")
-    assert summary["run"] == 'cat "$RUNNER_TEMP/amlgpu/plan/policy.md" >> "$GITHUB_STEP_SUMMARY"'
-    assert summary["if"] == "steps.plan.outputs.exit-code == '0' || steps.plan.outputs.exit-code == '1'"
+    summary_at, summary = _step(plan, "Verdict to the job summary")
+    assert summary["run"] == 'cat "$RUNNER_TEMP/amlgpu/comment.md" >> "$GITHUB_STEP_SUMMARY"'
     upload_at, upload = _step(plan, "Keep the plan")
-    assert upload["with"]["name"] == "plan-${{ matrix.stack }}"
+    assert upload["with"]["name"] == "plan"
+    for step in (summary, upload, _step(plan, "Describe the plan")[1]):
+        assert step["if"] == "steps.plan.outputs.verdict == 'true'"
     assert max(summary_at, upload_at) < fail_at
 
 
 def test_the_base_branch_is_planned_once_per_base_commit() -> None:
     plan = _load("pr.yml")["jobs"]["plan"]
-    key = "amlgpu-base-plan-v1-${{ matrix.stack }}-${{ github.event.pull_request.base.sha }}"
-    restore_at, restore = _step(plan, "Restore the base branch's plan")
-    save_at, save = _step(plan, "Keep the base plan")
+    key = "amlgpu-base-plans-v2-${{ github.event.pull_request.base.sha }}"
+    restore_at, restore = _step(plan, "Restore the base branch's plans")
+    save_at, save = _step(plan, "Keep the base plans")
     base_at, base = _step(plan, "Plan the base branch")
-    plan_at, _ = _step(plan, "Plan offline")
+    plan_at, _ = _step(plan, "Plan the stacks the change touches")
     assert restore["with"]["key"] == save["with"]["key"] == key
     assert base["if"] == "steps.base-cache.outputs.cache-hit != 'true'"
+    assert save["if"] == """contains(fromJSON('["0", "1", "2"]'), steps.base.outputs.exit-code)"""
     assert restore_at < base_at < save_at < plan_at
 
 
@@ -208,10 +214,14 @@ def test_the_publisher_never_runs_pull_request_code() -> None:
     text = (WORKFLOWS / "pr-publish.yml").read_text(encoding="utf-8")
     for forbidden in ("actions/checkout", "make ", ".venv", "python", "pip ", "source ", "eval ", "bash -c"):
         assert forbidden not in text, forbidden
-    job = publish["jobs"]["publish"]
-    assert job["permissions"] == {"actions": "read", "pull-requests": "write", "security-events": "write"}
-    _, sarif = _step(job, "github/codeql-action/upload-sarif")
-    assert sarif["with"]["category"] == "amlgpu-policy-${{ matrix.stack }}"  # one category per stack
+    # Each job holds only what it writes: the comment, or one stack's code-scanning upload.
+    comment, sarif = publish["jobs"]["publish"], publish["jobs"]["sarif"]
+    assert comment["permissions"] == {"actions": "read", "pull-requests": "write"}
+    assert sarif["permissions"] == {"actions": "read", "security-events": "write"}
+    assert sarif["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.publish.outputs.stacks) }}"
+    _, upload = _step(sarif, "github/codeql-action/upload-sarif")
+    assert upload["with"]["category"] == "amlgpu-policy-${{ matrix.stack }}"  # one category per stack
+    assert upload["with"]["sarif_file"] == "${{ runner.temp }}/artifact/plan/${{ matrix.stack }}/policy.sarif"
 
 
 def test_preview_runs_the_default_branchs_code_in_a_protected_environment() -> None:
@@ -265,7 +275,7 @@ def test_main_deploys_each_stack_behind_its_environment_and_never_cancels() -> N
 
 
 @pytest.mark.skipif(shutil.which("jq") is None or shutil.which("bash") is None, reason="needs bash and jq")
-@pytest.mark.parametrize("workflow", ["pr.yml", "deploy.yml", "preview.yml"])
+@pytest.mark.parametrize("workflow", ["deploy.yml", "preview.yml"])
 def test_the_stack_listing_finds_every_stack_file(workflow: str, tmp_path: Path) -> None:
     """Run the listing step as the runner would, in the repository root."""
     _, step = _step(_load(workflow)["jobs"]["stacks"], "Every Pulumi.<stack>.yaml")
@@ -277,63 +287,95 @@ def test_the_stack_listing_finds_every_stack_file(workflow: str, tmp_path: Path)
 
 
 STUB_AMLGPU = """#!/bin/sh
-if [ "$2" = "--help" ]; then echo "usage: amlgpu plan [--base DIR_OR_GIT_REF]"; exit 0; fi
 echo "$@" >> "$AMLGPU_LOG"
+if [ -n "$AMLGPU_COMMENT" ]; then printf '%s\\n' "$AMLGPU_COMMENT"; fi
 exit "${AMLGPU_EXIT:-0}"
 """
 
 
-@pytest.mark.parametrize(("base_planned", "exit_code"), [(True, "1"), (False, "0")])
-def test_the_plan_step_plans_into_a_clean_folder_against_the_base(
-    tmp_path: Path, base_planned: bool, exit_code: str
+def _stub(work: Path, name: str, script: str) -> None:
+    (work / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
+    stub = work / ".venv" / "bin" / name
+    stub.write_text(script)
+    stub.chmod(0o755)
+
+
+@pytest.mark.parametrize(("base_planned", "exit_code", "comment"),
+                         [(True, "1", "## comment"), (False, "0", "## comment"), (True, "2", "")])
+def test_the_plan_step_plans_the_changed_stacks_into_a_clean_folder_against_the_base(
+    tmp_path: Path, base_planned: bool, exit_code: str, comment: str
 ) -> None:
     """Run the step's script as the runner would, with a stand-in amlgpu that records its arguments."""
-    _, step = _step(_load("pr.yml")["jobs"]["plan"], "Plan offline")
+    _, step = _step(_load("pr.yml")["jobs"]["plan"], "Plan the stacks the change touches")
     work = tmp_path / "work"
-    (work / ".venv" / "bin").mkdir(parents=True)
-    stub = work / ".venv" / "bin" / "amlgpu"
-    stub.write_text(STUB_AMLGPU)
-    stub.chmod(0o755)
+    _stub(work, "amlgpu", STUB_AMLGPU)
     temp = tmp_path / "runner-temp"
-    stale = temp / "amlgpu" / "plan"
+    stale = temp / "amlgpu" / "plan" / "dev"
     stale.mkdir(parents=True)
     (stale / "policy.md").write_text("left by someone else")
+    (temp / "amlgpu" / "comment.md").write_text("left by someone else")
     if base_planned:
-        (temp / "amlgpu" / "base").mkdir(parents=True)
-        (temp / "amlgpu" / "base" / "resources.json").write_text("[]")
-    env = {**os.environ, "RUNNER_TEMP": str(temp), "STACK": "dev", "GITHUB_OUTPUT": str(tmp_path / "out"),
-           "AMLGPU_LOG": str(tmp_path / "log"), "AMLGPU_EXIT": exit_code}
+        (temp / "amlgpu" / "base" / "dev").mkdir(parents=True)
+    env = {**os.environ, "RUNNER_TEMP": str(temp), "BASE_SHA": "b" * 40, "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "AMLGPU_LOG": str(tmp_path / "log"), "AMLGPU_EXIT": exit_code, "AMLGPU_COMMENT": comment}
     subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=work, env=env,
                    check=True, timeout=30)
     args = (tmp_path / "log").read_text().split()
-    expected = ["plan", "--stack", "dev", "--out", str(temp / "amlgpu" / "plan")]
+    expected = ["plan", "--all", "--changed-since", "b" * 40, "--out", str(temp / "amlgpu" / "plan"),
+                "--format", "markdown"]
     assert args == expected + (["--base", str(temp / "amlgpu" / "base")] if base_planned else [])
     assert not stale.exists()  # nothing an earlier step or the branch left can stand in for the verdict
-    assert (tmp_path / "out").read_text() == f"exit-code={exit_code}\n"
+    written = (temp / "amlgpu" / "comment.md").read_text()
+    assert written == (comment + "\n" if comment else "")
+    outputs = f"exit-code={exit_code}\n" + ("verdict=true\n" if comment else "")
+    assert (tmp_path / "out").read_text() == outputs
 
 
-@pytest.mark.parametrize("stack_in_base", [True, False])
-def test_the_base_step_plans_the_base_with_its_own_code(tmp_path: Path, stack_in_base: bool) -> None:
+def test_the_publisher_is_told_the_head_commit_and_the_stacks_planned(tmp_path: Path) -> None:
+    _, step = _step(_load("pr.yml")["jobs"]["plan"], "Describe the plan")
+    temp = tmp_path / "runner-temp"
+    for name in ("vision", "nlp"):
+        (temp / "amlgpu" / "plan" / name).mkdir(parents=True)
+    (temp / "amlgpu" / "plan" / "stray-file").write_text("not a stack folder")
+    env = {**os.environ, "RUNNER_TEMP": str(temp), "HEAD_SHA": "h" * 40, "CODE": "1"}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=tmp_path, env=env,
+                   check=True, timeout=30)
+    meta = json.loads((temp / "amlgpu" / "meta.json").read_text())
+    assert meta == {"head_sha": "h" * 40, "exit_code": 1, "stacks": ["nlp", "vision"]}
+
+
+STUB_PYTHON = """#!/bin/sh
+echo "$PWD $PYTHONPATH $*" >> "$AMLGPU_LOG"
+case "$*" in
+  *--help*) if [ -n "$BASE_HAS_ALL" ]; then echo "usage: amlgpu plan (--stack STACK | --all)"
+            else echo "usage: amlgpu plan --stack STACK"; fi ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("base_has_all", [True, False])
+def test_the_base_step_plans_every_base_stack_with_the_bases_own_code(tmp_path: Path, base_has_all: bool) -> None:
+    """The base's amlgpu plans them all in one process when it can (--all), else one process per stack."""
     _, step = _step(_load("pr.yml")["jobs"]["plan"], "Plan the base branch")
     work = tmp_path / "work"
-    (work / ".venv" / "bin").mkdir(parents=True)
-    stub = work / ".venv" / "bin" / "python"
-    stub.write_text('#!/bin/sh\necho "$PWD $PYTHONPATH $*" >> "$AMLGPU_LOG"\n')
-    stub.chmod(0o755)
-    (work / ".amlgpu-base").mkdir()
-    if stack_in_base:
-        (work / ".amlgpu-base" / "Pulumi.dev.yaml").write_text("config: {}\n")
+    _stub(work, "python", STUB_PYTHON)
+    base = work / ".amlgpu-base"
+    base.mkdir()
+    for name in ("dev", "prod"):
+        (base / f"Pulumi.{name}.yaml").write_text("config: {}\n")
     temp = tmp_path / "runner-temp"
-    env = {**os.environ, "RUNNER_TEMP": str(temp), "STACK": "dev", "GITHUB_OUTPUT": str(tmp_path / "out"),
-           "AMLGPU_LOG": str(tmp_path / "log")}
+    env = {**os.environ, "RUNNER_TEMP": str(temp), "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "AMLGPU_LOG": str(tmp_path / "log"), "BASE_HAS_ALL": "1" if base_has_all else ""}
     subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=work, env=env,
                    check=True, timeout=30)
-    assert not (work / ".amlgpu-base").exists()  # the base tree never sits beside the head's plan
-    if stack_in_base:
-        base = work / ".amlgpu-base"
-        assert (tmp_path / "log").read_text().split() == [
-            str(base), str(base), "-m", "amlgpu", "plan", "--stack", "dev", "--out", str(temp / "amlgpu" / "base")]
-        assert (tmp_path / "out").read_text() == "exit-code=0\n"
+    assert not base.exists()  # the base tree never sits beside the head's plan
+    out = temp / "amlgpu" / "base"
+    calls = [line.split() for line in (tmp_path / "log").read_text().splitlines()]
+    assert all(call[:2] == [str(base), str(base)] for call in calls)
+    plans = [call[2:] for call in calls if "--help" not in call]
+    if base_has_all:
+        assert plans == [["-m", "amlgpu", "plan", "--all", "--out", str(out)]]
     else:
-        assert not (tmp_path / "log").exists()
-        assert (tmp_path / "out").read_text() == "exit-code=missing\n"
+        assert plans == [["-m", "amlgpu", "plan", "--stack", name, "--out", str(out / name)]
+                         for name in ("dev", "prod")]
+    assert (tmp_path / "out").read_text() == "exit-code=0\n"

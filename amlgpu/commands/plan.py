@@ -14,6 +14,14 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
 (nothing written).
+
+Several stacks in one process: ``--stack`` repeated or ``--all`` (every ``Pulumi.<stack>.yaml``), and
+of those, with ``--changed-since GIT_REF``, only the ones whose inputs changed (:mod:`amlgpu.changes`).
+The libraries are loaded once; each stack is planned on its own (the engine's settings, stack config and
+registrations start afresh for each, see :func:`amlgpu.plan.run_program`) into ``<out>/<stack>/``
+(``--out`` is then the folder holding one per stack; default ``build/<stack>/``), and ``--base DIR``
+reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still planned. The exit
+code is the worst stack's (2 over 1 over 0); a summary table ends the output.
 """
 
 from __future__ import annotations
@@ -22,12 +30,18 @@ import argparse
 import gc
 import sys
 import time
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
+from amlgpu.outcome import StackOutcome, worst
 from model.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
-from model.project import LoadedStack, load_stack
+from model.project import LoadedStack, find_root, load_stack
+
+if TYPE_CHECKING:
+    from amlgpu.changes import Selection
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
@@ -44,15 +58,28 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
-    parser.add_argument("--out", type=Path, help="output folder (default: build/<stack>)")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", "-s", action="append", dest="stacks", metavar="STACK",
+                       help="stack name: reads Pulumi.<stack>.yaml; repeat it to plan several stacks in one process")
+    which.add_argument("--all", action="store_true", help="plan every Pulumi.<stack>.yaml of the project")
+    parser.add_argument("--changed-since", metavar="GIT_REF",
+                        help="of those stacks, plan only the ones whose inputs changed since GIT_REF: the stack file, "
+                        "the folders and files it names, its pack config; a change to the program or the policies "
+                        "plans them all")
+    parser.add_argument("--out", type=Path,
+                        help="output folder (default: build/<stack>); when several stacks are planned (--stack "
+                        "repeated, --all or --changed-since), the folder holding a <stack>/ folder for each")
+    parser.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                        help="stdout format; markdown: the pull-request comment (a summary table, then each "
+                        "stack's policy.md)")
     parser.add_argument("--policy-config", type=Path,
                         help="policy pack config (JSON): enforcement, parameters, platform waivers "
                         "(default: policies/config.<stack>.json, else policies/config.json, when the project has one)")
     parser.add_argument("--base", metavar="DIR_OR_GIT_REF",
                         help="compare with a base: an earlier plan folder, or a git ref planned in a temporary "
-                        "worktree with its own code; writes diff.json and a diff section atop policy.md")
+                        "worktree with its own code; writes diff.json and a diff section atop policy.md. With "
+                        "several stacks, DIR holds a plan folder per stack (DIR/<stack>/; a stack it lacks is "
+                        "planned without a diff)")
     parser.add_argument("--prices", type=Path, metavar="FILE",
                         help="pricing table overriding infra/prices.json figure by figure (e.g. negotiated rates)")
     parser.set_defaults(func=run)
@@ -66,6 +93,18 @@ FULL_COLLECTION_EVERY = 1000
 """Collections of the middle generation between two full collections (Python's default: 10). See :func:`run`."""
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What every stack of one command is planned with."""
+
+    policy_config: Path | None
+    prices: Any
+    base: str | None
+    format: str
+    several: bool
+    """Several stacks: ``--out`` and a ``--base`` folder hold one folder per stack."""
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # A plan loads pulumi_azure_native and azure-ai-ml, over 400,000 long-lived objects, and then the
@@ -74,23 +113,38 @@ def run(args: argparse.Namespace) -> int:
     # generations are still collected as often as before and free the cyclic garbage: peak memory is unchanged.
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-    stack = load_checked(args.stack, args.policy_config)
-    out = args.out or stack.root / "build" / stack.name
+    names = list(dict.fromkeys(args.stacks or ()))  # argparse: --stack (repeated) or --all, one of them
+    several = bool(args.all or args.changed_since or len(names) > 1)
+    settings = Settings(args.policy_config, _prices(args.prices), args.base, args.format, several)
+    if several:
+        code = _plan_several(args, names, settings)
+    else:
+        result, out = plan_one(names[0], args.out, settings)
+        _show(result, out, settings)
+        code = _exit_code(result)
+    _progress(f"Done in {time.monotonic() - started:.1f}s.")
+    return code
+
+
+def _exit_code(result: PlanResult) -> int:
+    return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
+
+
+def plan_one(name: str, out: Path | None, settings: Settings) -> tuple[PlanResult, Path]:
+    """Plan stack ``name`` into ``out`` (default ``build/<name>``): read it, run the program, check the
+    policies, diff against the base, write every artifact at once. Bad input raises a UserError with
+    nothing written."""
+    stack = load_checked(name, settings.policy_config)
+    out = out or stack.root / "build" / stack.name
     check_replaceable(out, OUTPUT_LAYOUT, keep=(stack.root, Path.cwd()), key="--out")
     from policies.packconfig import for_stack
 
-    pack_config = for_stack(stack.root, stack.name, args.policy_config)
-    prices = _prices(args.prices)
-    base = None
-    if args.base:
-        from amlgpu.base import load_base
-
-        _progress(f"Planning the base {args.base!r}...")
-        base = load_base(args.base, stack.root, stack.name)
-
-    _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
-    result = plan_stack(stack, out, pack_config=pack_config, prices=prices)
-    result.review(prices, base)
+    pack_config = for_stack(stack.root, stack.name, settings.policy_config)
+    base = _base(settings, stack)
+    if not settings.several:
+        _progress(f"Planning stack {stack.name!r} offline (Pulumi mock engine; no Azure calls)...")
+    result = plan_stack(stack, out, pack_config=pack_config, prices=settings.prices)
+    result.review(settings.prices, base)
     try:
         with atomic_directory(out) as staging:
             result.write(staging)
@@ -103,22 +157,171 @@ def run(args: argparse.Namespace) -> int:
             f"note: code folder {folder!r}: symbolic links leading outside it are neither scanned nor "
             f"uploaded: {', '.join(links)}"
         )
-    if args.format == "json":
-        print(canonical_json(result.summary(out)), end="")
-        from amlgpu.render import findings_text, stale_waivers_text
+    return result, out
 
-        # stdout is the JSON document; the terminal still shows what failed.
-        for line in findings_text(result.report, stack.file.display, stack.file.line_of):
-            print(line, file=sys.stderr)
-        for line in stale_waivers_text(result.report):
-            print(line, file=sys.stderr)
-    else:
+
+def _base(settings: Settings, stack: LoadedStack) -> Any:
+    """The base ``stack`` is compared with (None without ``--base``): with several stacks, a folder's
+    ``<stack>/`` (None when it holds no plan of the stack: a new stack, or one the base could not plan)."""
+    if not settings.base:
+        return None
+    from amlgpu.base import load_base, read_plan_folder
+
+    if settings.several and Path(settings.base).is_dir():
+        folder = Path(settings.base) / stack.name
+        if not (folder / "resources.json").is_file():
+            _progress(f"note: {settings.base} holds no plan of stack {stack.name!r} ({folder}/resources.json): "
+                      "planned without a diff")
+            return None
+        return read_plan_folder(folder)
+    _progress(f"Planning the base {settings.base!r}...")
+    return load_base(settings.base, stack.root, stack.name)
+
+
+def _show(result: PlanResult, out: Path, settings: Settings) -> None:
+    """One stack's report on the terminal (``--format text``) or, when stdout is a document (JSON, markdown),
+    what failed on stderr; a single stack's document too."""
+    stack = result.stack
+    if settings.format == "text":
         from amlgpu.preflight import render_offline
 
         print(result.render_text(out))
         print("\n".join(render_offline(stack.config)))
-    _progress(f"Done in {time.monotonic() - started:.1f}s.")
-    return EXIT_POLICY if result.report.mandatory_failures else EXIT_OK
+        return
+    if not settings.several:
+        if settings.format == "json":
+            print(canonical_json(result.summary(out)), end="")
+        else:
+            from amlgpu.comment import pr_comment
+
+            print(pr_comment([_outcome(result, out, settings)]), end="")
+    from amlgpu.render import findings_text, stale_waivers_text
+
+    # stdout is the document; the terminal still shows what failed.
+    for line in findings_text(result.report, stack.file.display, stack.file.line_of):
+        print(line, file=sys.stderr)
+    for line in stale_waivers_text(result.report):
+        print(line, file=sys.stderr)
+
+
+def _outcome(result: PlanResult, out: Path, settings: Settings) -> StackOutcome:
+    from infra import secrets
+
+    report, cost = result.report, result.cost
+    return StackOutcome(
+        stack=result.stack.name, exit_code=_exit_code(result), out=_display_path(out),
+        mandatory=report.mandatory_failures, advisory=report.advisory_failures, waived=report.waived,
+        ceiling_usd_per_hour=cost.ceiling_usd_per_hour if cost is not None else None,
+        priced_ceiling_usd_per_hour=cost.priced_ceiling_usd_per_hour if cost is not None else 0.0,
+        diff=result.diff["verdict"] if result.diff is not None else None,
+        policy_md=secrets.mask(result.policy_markdown()) if settings.format == "markdown" else None,
+        summary=secrets.mask_data(result.summary(out)) if settings.format == "json" else {},
+    )
+
+
+def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings) -> int:
+    """Plan each selected stack in turn; then the summary table (or the JSON / markdown document)."""
+    root = find_root()
+    candidates = names or stack_names(root)
+    if not candidates:
+        raise UserError(f"no stack file (Pulumi.<stack>.yaml) in {root}", key="--all")
+    if settings.base and not Path(settings.base).is_dir():
+        from amlgpu.base import resolve_ref
+
+        resolve_ref(root, settings.base)  # a --base that is neither a folder nor a ref: refused once, up front
+    since: str | None = None
+    changes: dict[str, Any] = {}
+    deleted: list[str] = []
+    selected = candidates
+    if args.changed_since:
+        selection = _changed(root, args, candidates, everything=not names)
+        selected, deleted, since = list(selection.planned), list(selection.deleted), selection.changes.label
+        changes = {"ref": args.changed_since, "commit": selection.changes.commit}
+    outcomes: list[StackOutcome] = []
+    try:
+        for i, name in enumerate(selected, 1):
+            _progress(f"[{i}/{len(selected)}] Planning stack {name!r} offline...")
+            outcomes.append(_plan_in_turn(name, args.out / name if args.out else None, settings, first=i == 1))
+            if i < len(selected):
+                _collect(first=i == 1)
+    finally:
+        gc.unfreeze()
+    unchanged = len(candidates) - len(selected)
+    if settings.format == "json":
+        document: dict[str, Any] = {"stacks": [o.to_json() for o in outcomes], "exit_code": worst(
+            o.exit_code for o in outcomes)}
+        if since is not None:
+            document["changed_since"] = {**changes, "unchanged": sorted(set(candidates) - set(selected)),
+                                         "deleted": deleted}
+        print(canonical_json(document), end="")
+    elif settings.format == "markdown":
+        from amlgpu.comment import pr_comment
+
+        print(pr_comment(outcomes, deleted=deleted, unchanged=unchanged, since=since), end="")
+    else:
+        from amlgpu.render import summary_table
+
+        print(("\n" if outcomes else "") + summary_table(outcomes, deleted=deleted, unchanged=unchanged, since=since))
+    return worst(o.exit_code for o in outcomes)
+
+
+def _plan_in_turn(name: str, out: Path | None, settings: Settings, *, first: bool) -> StackOutcome:
+    """One of several stacks: planned and reported, or, on bad input, refused and reported.
+
+    It starts with no secret remembered, as in a process of its own: another stack's secrets neither mask
+    its artifacts nor count towards its limit (:data:`infra.secrets.MAX_REMEMBERED`). What is kept for the
+    end (the error, ``policy.md``, the JSON summary) is masked now, while its own secrets are known."""
+    from infra import secrets
+
+    secrets.forget_all()
+    try:
+        with warnings.catch_warnings():  # a warning shown for one stack is shown again for the next
+            result, out = plan_one(name, out, settings)
+    except UserError as err:
+        print(err.report(), file=sys.stderr)
+        return StackOutcome(stack=name, exit_code=err.exit_code, error=secrets.mask(str(err)))
+    if settings.format == "text" and not first:
+        print()
+    _show(result, out, settings)
+    return _outcome(result, out, settings)  # only figures are kept: one plan in memory at a time
+
+
+def _collect(*, first: bool) -> None:
+    """Between two stacks: free what the last one left behind. Much of it is cycles (Outputs, futures) that only
+    a full collection frees, and a full collection walks every object the libraries hold (over 400,000, half a
+    second). So after the first stack everything is frozen (``gc.freeze``: never walked again; the first
+    stack's garbage stays, a few MiB), and after each later one a full collection walks only what that stack
+    made: the peak memory of many stacks stays near that of one, and no stack pays for the libraries' heap."""
+    if first:
+        gc.freeze()
+    else:
+        gc.collect()
+
+
+def stack_names(root: Path) -> list[str]:
+    """Every stack of the project: the ``<stack>`` of each ``Pulumi.<stack>.yaml`` at its root, sorted."""
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
+
+
+def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *, everything: bool) -> Selection:
+    """The candidates whose inputs changed since ``--changed-since`` and the stacks deleted since (when the
+    candidates are every stack); why each is planned on stderr."""
+    from amlgpu.changes import select
+
+    given = [p for p in (args.policy_config, args.prices) if p is not None]
+    selection = select(root, args.changed_since, candidates, every_stack=everything, read_by_every_plan=given)
+    label = selection.changes.label
+    if selection.impact.program:
+        program = selection.impact.program
+        shown = ", ".join(program[:3]) + (f" and {len(program) - 3} more" if len(program) > 3 else "")
+        _progress(f"Changed since {label}: the program ({shown}): every stack is planned.")
+    else:
+        why = "; ".join(f"{name} ({reason})" for name, reason in selection.reasons().items())
+        _progress(f"Changed since {label}: {len(selection.planned)} of {len(candidates)} stack(s) to plan"
+                  + (f": {why}" if why else "") + ".")
+    for name in selection.deleted:
+        _progress(f"Deleted since {label}: stack {name!r} (Pulumi.{name}.yaml): nothing to plan.")
+    return selection
 
 
 def load_checked(name: str, policy_config: Path | None = None) -> LoadedStack:
@@ -207,7 +410,6 @@ class PlanResult:
 
     def write(self, folder: Path) -> None:
         from policies.sarif import to_sarif
-        from policies.summary import markdown
         from policies.waivers import to_records
 
         write_text(folder / "resources.json", canonical_json(self.resources))
@@ -216,18 +418,22 @@ class PlanResult:
             write_text(folder / "jobs" / f"{name}.yml", text)
         sarif = to_sarif(self.report, self.stack.file.display, self.stack.file.line_of)
         write_text(folder / "policy.sarif", canonical_json(sarif))
-        from amlgpu.review import cost_markdown, diff_markdown
-
-        top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
-        bottom = cost_markdown(self.cost, self._cost_change) if self.cost is not None else ""
-        verdict = markdown(self.report, self.stack.name, base_waivers=self.base_waivers)
-        write_text(folder / "policy.md", top + verdict + bottom)
+        write_text(folder / "policy.md", self.policy_markdown())
         write_text(folder / "waivers.json", canonical_json(to_records(self.report.waivers)))
         if self.cost is not None:
             write_text(folder / "cost.json", canonical_json(self.cost.to_json()))
         if self.diff is not None:
             write_text(folder / "diff.json", canonical_json(self.diff))
         write_text(folder / "preflight.json", canonical_json(self.preflight()))
+
+    def policy_markdown(self) -> str:
+        """``policy.md``: the diff against the base (with ``--base``), the policy verdict, the cost."""
+        from amlgpu.review import cost_markdown, diff_markdown
+        from policies.summary import markdown
+
+        top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
+        bottom = cost_markdown(self.cost, self._cost_change) if self.cost is not None else ""
+        return top + markdown(self.report, self.stack.name, base_waivers=self.base_waivers) + bottom
 
     def preflight(self) -> dict[str, Any]:
         """The preflight's offline half (``amlgpu preflight``): vCPU demand per family, permissions needed."""
