@@ -143,10 +143,14 @@ def _valid(pattern: str) -> str:
     return pattern if pattern.isascii() else pattern.encode("utf-8", _AS_REPLACEMENT).decode("utf-8")
 
 
-def compile(pattern: str) -> Pattern:
-    """``pattern`` compiled by RE2; raises ``ValueError`` naming the pattern when RE2 cannot run it."""
+def compile(pattern: str, *, longest: bool = False) -> Pattern:
+    """``pattern`` compiled by RE2; raises ``ValueError`` naming the pattern when RE2 cannot run it.
+
+    ``longest``: of the matches starting at the leftmost place, the longest (POSIX's rule; ``re``'s, and RE2's
+    default, is the first in the pattern's order of preference)."""
     options = re2.Options()
     options.log_errors = False  # RE2 would print its own parse errors on stderr; ours say it all
+    options.longest_match = longest
     try:
         return _Linear(re2.compile(_valid(pattern), options))
     except re2.error as err:
@@ -200,10 +204,15 @@ def _bracket(pattern: str, start: int, end: int) -> str:
     return ("[^" if negate else "[") + "-".join("".join(map(_char, chunk)) for chunk in chunks) + "]"
 
 
-def glob(pattern: str) -> str:
+def glob(pattern: str, *, shortest: bool = False, reverse: bool = False) -> str:
     """A shell pattern (``*``, ``?``, ``[...]``, as :func:`fnmatch.fnmatchcase` reads it) as an RE2 pattern:
     :meth:`Pattern.fullmatch` says what ``fnmatchcase`` says, and :meth:`Pattern.match` ends where a match of
-    ``fnmatch.translate(pattern)`` without its final ``\\Z`` ends (the longest at the last ``*``)."""
+    ``fnmatch.translate(pattern)`` without its final ``\\Z`` ends (the longest at the last ``*``).
+
+    ``shortest``: every ``*`` as short as it can be, so that :meth:`Pattern.match` ends at the shortest
+    prefix that matches (each piece between stars is one character wide, so taking the first place each
+    fits leaves every later piece the most room). ``reverse``: the pattern of the reversed texts, to
+    match suffixes from the end."""
     pieces: list[str | None] = []  # None: a star
     i, n = 0, len(pattern)
     while i < n:
@@ -229,11 +238,13 @@ def glob(pattern: str) -> str:
                 i = j + 1
         else:
             pieces.append(_char(c))
+    if reverse:
+        pieces.reverse()
     out: list[str] = []
     for index, piece in enumerate(pieces):
         if piece is not None:
             out.append(piece)
-        elif None in pieces[index + 1:]:
+        elif shortest or None in pieces[index + 1:]:
             out.append(".*?")  # fnmatch's (?>.*?fixed): the first place the fixed part fits
         else:
             out.append(".*")

@@ -677,3 +677,28 @@ def test_the_bounded_reader_refuses_before_building_anything() -> None:
     with pytest.raises(bounded.BoundedInputError, match="expands to more than 100,000 values") as err:
         bounded.load(_alias_bomb(), bounded.CONDA_FILE)
     assert err.value.line is not None
+
+
+# ------------------------------------------------------------------------------ linear time, bounded reads
+
+
+def _code_folder_attack(tmp_path: Path, command: str, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``amlgpu plan`` (the console script) of a stack whose run starts ``command`` in a code folder holding
+    ``files``, under a 1 GiB address-space cap."""
+    from tests.test_reliability_corpus import J, good_config
+
+    config = good_config()
+    config[J][0]["command"] = command
+    project = make_project(tmp_path / "project", config, stack="case")
+    for name, content in files.items():
+        (project / "jobs" / "workloads" / name).write_text(content)
+    return subprocess.run([str(AMLGPU), "plan", "--stack", "case"], cwd=project, capture_output=True, text=True,
+                          timeout=600, check=False, preexec_fn=_limited_memory)
+
+
+def test_a_script_of_a_million_commas_after_a_brace_gets_its_answer(tmp_path: Path) -> None:
+    """Before: the brace-expansion pattern backtracked over the commas for each one (Python's re): 40,000
+    took 2.7 s, the million a 1 MiB script holds about half an hour. On RE2 the plan answers as usual."""
+    done = _code_folder_attack(tmp_path, "bash run.sh", {"run.sh": "torchrun train_ddp.py a{" + "," * 1_000_000 + "\n"})
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

@@ -107,3 +107,53 @@ def test_a_stack_command_with_a_lone_surrogate_is_bad_input_not_a_traceback(tmp_
     outcome = plan_in_process(project, capsys, stack="case")
     assert_clean_refusal(outcome)
     assert "jobs[0].command" in outcome.error_line
+
+
+def _removed_as_bash(value: str, pattern: str, op: str) -> str:
+    """``${A#p}``... read one candidate at a time with ``fnmatch`` (what model/shell.py did before RE2)."""
+    n = len(value)
+    if op in ("#", "##"):
+        for end in range(0, n + 1) if op == "#" else range(n, -1, -1):
+            if fnmatch.fnmatchcase(value[:end], pattern):
+                return value[end:]
+        return value
+    for start in range(n, -1, -1) if op == "%" else range(0, n + 1):
+        if fnmatch.fnmatchcase(value[start:], pattern):
+            return value[:start]
+    return value
+
+
+def _substituted_as_bash(value: str, pattern: str, replacement: str, op: str) -> str:
+    if op == "/#":
+        end = next((e for e in range(len(value), -1, -1) if fnmatch.fnmatchcase(value[:e], pattern)), None)
+        return value if end is None else replacement + value[end:]
+    if op == "/%":
+        start = next((s for s in range(len(value) + 1) if fnmatch.fnmatchcase(value[s:], pattern)), None)
+        return value if start is None else value[:start] + replacement
+    matcher = re.compile(fnmatch.translate(pattern).removesuffix("\\Z"), re.S)
+    out, i, replaced = [], 0, False
+    while i <= len(value):
+        found = matcher.match(value, i) if not replaced or op == "//" else None
+        if found is not None and found.end() > i:
+            out.append(replacement)
+            i, replaced = found.end(), True
+            continue
+        out.append(value[i:i + 1])
+        i += 1
+    return "".join(out)
+
+
+@_fuzz(3000)
+@given(value=st.text(st.sampled_from("ab/.-x"), max_size=12),
+       pattern=st.text(st.sampled_from("ab/.*?[]!-"), max_size=6),
+       op=st.sampled_from(["#", "##", "%", "%%", "/", "//", "/#", "/%"]))
+def test_pattern_removal_and_replacement_take_what_bash_takes(value: str, pattern: str, op: str) -> None:
+    """One RE2 call per expansion (leftmost-longest, shortest-first or on the reversed text) takes the prefix,
+    suffix or matches that trying every candidate took (1,025 fnmatch calls for a value of 1,024 characters)."""
+    from model.shell import _remove, _substitute
+
+    if op.startswith("/"):
+        assert _substitute(value, pattern, "R", op) == (_substituted_as_bash(value, pattern, "R", op) if pattern
+                                                        else value)
+    else:
+        assert _remove(value, pattern, op) == _removed_as_bash(value, pattern, op)
