@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import glob
 import posixpath
-import re
 import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -36,6 +35,7 @@ from typing import Any
 
 import dockerfile as buildkit
 
+from infra import regex as linear
 from model import shell
 from model.shell import Unknown, Variable, Where
 
@@ -47,7 +47,12 @@ MAX_FILE = 1 << 16
 MAX_GLOB = 256
 """Build-context files one ``COPY`` source pattern may match before it is unknown."""
 
-_DIRECTIVE = re.compile(r"#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(\S*)\s*")
+_DIRECTIVE = linear.compile(rf"#[{linear.SPACE}]*([A-Za-z][A-Za-z0-9_-]*)[{linear.SPACE}]*=[{linear.SPACE}]*"
+                            rf"([^{linear.SPACE}]*)[{linear.SPACE}]*")
+_URL = linear.compile(r"[a-z]+://")
+_HEREDOC_MARKER = linear.compile(rf"[{linear.DIGIT}]?<<-?[{linear.SPACE}]*(?:'[A-Za-z0-9_.-]+'|\"[A-Za-z0-9_.-]+\""
+                                 r"|[A-Za-z0-9_.-]+)")
+"""``<<EOF``, ``2<<-'EOF'``: a here-document's marker (its delimiter quoted with the same quote on both sides)."""
 _SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
 
 
@@ -102,7 +107,7 @@ def _escape(text: str) -> str:
         if not m:
             break
         if m.group(1).lower() == "escape" and m.group(2) in ("`", "\\"):
-            return m.group(2)
+            return str(m.group(2))
     return "\\"
 
 
@@ -322,7 +327,7 @@ def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: di
         if source is None:
             stage.unknowns.append(Unknown("file", ins.original, where))
             continue
-        if from_stage is not None or (ins.cmd == "ADD" and re.match(r"[a-z]+://", source)):
+        if from_stage is not None or (ins.cmd == "ADD" and _URL.match(source)):
             earlier = next((s for s in stages if from_stage is not None and s.name == from_stage.lower()), None)
             for f in earlier.files if earlier is not None else ():
                 if f.path == posixpath.normpath("/" + source.lstrip("/")):
@@ -377,7 +382,7 @@ def _read(path: Path) -> str | None:
 
 def _without_heredocs(command: str) -> str:
     """A RUN command line with its here-document markers removed: empty when it is only those."""
-    return re.sub(r"\d?<<-?\s*(['\"]?)[A-Za-z0-9_.-]+\1", " ", command).strip()
+    return _HEREDOC_MARKER.sub(" ", command).strip()
 
 
 def _word(text: str, scope: Mapping[str, Variable], escape: str, where: Where, unknowns: list[Unknown],
