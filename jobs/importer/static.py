@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import ast
 import posixpath
-import re
 import string
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
+
+from infra import regex as linear
 
 KNOWN_CALLS = frozenset({
     # SDK v1 (azureml-core)
@@ -603,7 +604,7 @@ def _bounded_spec(spec: str) -> bool:
     return not any(ch in spec for ch in "{*") and _LONG_NUMBER.search(spec) is None
 
 
-_LONG_NUMBER = re.compile(r"[0-9]{4,}")
+_LONG_NUMBER = linear.compile(r"[0-9]{4,}")
 
 
 def _bounded_template(template: str) -> bool:
