@@ -32,9 +32,26 @@ from typing import Any, Protocol, cast
 
 import re2
 
+
+def _decimal_digits() -> str:
+    """Python's decimal digits (``str.isdecimal``: Unicode's Nd as this Python knows it) as bracket ranges. Not
+    RE2's ``\\p{Nd}``: RE2's tables are newer, and ``int()`` refuses a digit this Python does not know (Kawi's
+    U+11F50, which RE2 calls one). Every digit Unicode assigns lies below U+20000."""
+    ranges: list[str] = []
+    start = None
+    for code in range(0x20001):
+        if code < 0x20000 and chr(code).isdecimal():
+            start = code if start is None else start
+        elif start is not None:
+            ranges.append(rf"\x{{{start:X}}}-\x{{{code - 1:X}}}")
+            start = None
+    return "".join(ranges)
+
+
 WORD = r"\pL\pN_"
-"""Python's ``\\w`` on text (letters, digits and numerals of every script, ``_``), to write inside brackets."""
-DIGIT = r"\p{Nd}"
+"""Python's ``\\w`` on text (letters, digits and numerals of every script, ``_``), to write inside brackets.
+RE2 may know letters newer than this Python's Unicode tables: nothing converts a word character further."""
+DIGIT = _decimal_digits()
 """Python's ``\\d`` on text (decimal digits of every script, which ``int()`` reads), inside brackets."""
 SPACE = r"\s\x0b\x1c-\x1f\x85\p{Z}"
 """Python's ``\\s`` on text (what ``str.isspace`` calls white space), inside brackets."""

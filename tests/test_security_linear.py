@@ -13,6 +13,7 @@ import fnmatch
 import re
 import sys
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,16 @@ def _assigned() -> str:
                    if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn")
 
 
-@pytest.mark.parametrize(("python", "ours"), [(r"\w", linear.WORD), (r"\d", linear.DIGIT), (r"\s", linear.SPACE)])
-def test_the_unicode_classes_are_pythons(python: str, ours: str) -> None:
-    text = _assigned()
+def _every() -> str:
+    return "".join(chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF)
+
+
+@pytest.mark.parametrize(("python", "ours", "where"), [
+    (r"\w", linear.WORD, _assigned), (r"\s", linear.SPACE, _assigned),
+    (r"\d", linear.DIGIT, _every),  # on every character: int() refuses a digit Python does not know
+])
+def test_the_unicode_classes_are_pythons(python: str, ours: str, where: Callable[[], str]) -> None:
+    text = where()
     theirs = [m.start() for m in re.finditer(python, text)]
     assert [m.start() for m in linear.compile(f"[{ours}]").finditer(text)] == theirs
     assert len(text) - len(theirs) == len(linear.compile(f"[^{ours}]").findall(text))
