@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,10 +27,11 @@ from typing import Any
 from amlgpu.artifacts import terminate_as_interrupt
 from amlgpu.interrupts import cleanup_on_interrupt, shielded
 from infra import bounded
+from infra import regex as linear
 from model.errors import UserError
 
 KEY = "--base"
-_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*$")
+_REF = linear.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*$")  # $: the end, not a final newline
 PLAN_TIMEOUT_S = 600
 
 
