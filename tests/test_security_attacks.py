@@ -684,7 +684,7 @@ def test_the_bounded_reader_refuses_before_building_anything() -> None:
 
 def _code_folder_attack(tmp_path: Path, command: str, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """``amlgpu plan`` (the console script) of a stack whose run starts ``command`` in a code folder holding
-    ``files``, under a 1 GiB address-space cap."""
+    ``files``."""
     from tests.test_reliability_corpus import J, good_config
 
     config = good_config()
@@ -693,7 +693,7 @@ def _code_folder_attack(tmp_path: Path, command: str, files: dict[str, str]) -> 
     for name, content in files.items():
         (project / "jobs" / "workloads" / name).write_text(content)
     return subprocess.run([str(AMLGPU), "plan", "--stack", "case"], cwd=project, capture_output=True, text=True,
-                          timeout=600, check=False, preexec_fn=_limited_memory)
+                          timeout=600, check=False)
 
 
 def test_a_script_of_a_million_commas_after_a_brace_gets_its_answer(tmp_path: Path) -> None:
@@ -702,3 +702,17 @@ def test_a_script_of_a_million_commas_after_a_brace_gets_its_answer(tmp_path: Pa
     done = _code_folder_attack(tmp_path, "bash run.sh", {"run.sh": "torchrun train_ddp.py a{" + "," * 1_000_000 + "\n"})
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+    assert (tmp_path / "project" / "build" / "case" / "outputs.json").is_file()
+
+
+@pytest.mark.parametrize("script", [
+    "import torch\nx = a" + ".b" * 600 + "\n",  # a tree 600 levels deep: the recursive walk failed past about 450
+    "import torch\nif a:\n    pass\n" + "elif a:\n    pass\n" * 600,
+    "import torch\nx = a" + ".b" * 100_000 + "\n",  # deeper than Python's parser builds
+], ids=["attribute-chain", "elif-chain", "beyond-the-parser"])
+def test_a_code_folder_script_nested_deeper_than_a_recursive_walk_gets_its_answer(tmp_path: Path, script: str) -> None:
+    """Before: a RecursionError traceback (exit 1) from the walk over the run's entry script."""
+    done = _code_folder_attack(tmp_path, "python train_ddp.py", {"train_ddp.py": script})
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "project" / "build" / "case" / "outputs.json").is_file()
