@@ -31,6 +31,7 @@ deeper still with a ``RecursionError`` or ``MemoryError``: all are a :class:`Bou
 from __future__ import annotations
 
 import ast
+import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,19 @@ def decode(data: bytes) -> str:
 def read_text(path: Path, limits: Limits) -> str:
     """The text of ``path`` within ``limits.max_bytes``, as UTF-8."""
     return decode(read_bytes(path, limits.max_bytes, limits.kind))
+
+
+def load_json_file(path: Path, kind: str, max_bytes: int = JSON_FILE_BYTES) -> Any:
+    """The value of the JSON file at ``path`` (``kind`` of file, for messages), read within ``max_bytes``.
+
+    A :class:`BoundedInputError` for a larger file, text that is not UTF-8, or arrays and objects nested deeper
+    than Python's JSON reader follows (``[[[[...``: a ``RecursionError``); ``json.JSONDecodeError`` (a
+    ``ValueError`` with ``msg`` and ``lineno``) for text that is not JSON; ``OSError`` is left to the caller."""
+    text = decode(read_bytes(path, max_bytes, kind))
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BoundedInputError(f"nested too deeply to be {kind}") from None
 
 
 # ------------------------------------------------------------------------------------------ the loaders

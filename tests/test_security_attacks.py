@@ -716,3 +716,51 @@ def test_a_code_folder_script_nested_deeper_than_a_recursive_walk_gets_its_answe
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert (tmp_path / "project" / "build" / "case" / "outputs.json").is_file()
+
+
+NESTED_JSON = "[" * 100_000 + "]" * 100_000
+"""Deeper than Python's JSON reader follows: a RecursionError unless it is read through the bounded reader."""
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (NESTED_JSON, "nested too deeply to be a pricing table"),
+    ('{"_about": "x", "pad": "' + "x" * (9 << 20) + '"}', "larger than 8,388,608 bytes"),
+], ids=["nested", "9 MiB"])
+def test_a_hostile_pricing_table_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
+                                               says: str) -> None:
+    """``--prices`` names a file of the repository, which a pull request writes. Before: a RecursionError
+    traceback (exit 1) for the nested one; the large one was read whole."""
+    from tests.test_reliability_corpus import good_config
+
+    project = make_project(tmp_path / "project", good_config(), stack="case")
+    (project / "prices.json").write_text(content)
+    outcome = plan_in_process(project, capsys, "--prices", "prices.json", stack="case")
+    assert_clean_refusal(outcome)
+    assert "prices.json" in outcome.error_line and says in outcome.error_line, outcome.err[-2000:]
+    assert not (project / "build").exists()
+
+
+def test_a_plan_folder_whose_outputs_nest_too_deeply_is_bad_input(tmp_path: Path) -> None:
+    """``submit``/``job`` read ``build/<stack>/outputs.json``. Before: a RecursionError."""
+    from jobs.workspace import plan_outputs
+    from model.errors import UserError
+
+    (tmp_path / "outputs.json").write_text(NESTED_JSON)
+    with pytest.raises(UserError, match="nested too deeply to be a plan's outputs"):
+        plan_outputs(tmp_path)
+
+
+def test_a_config_value_pulumi_hands_over_nested_too_deeply_is_a_config_error() -> None:
+    """Under ``pulumi up`` the engine hands structured values as JSON text. Before: a RecursionError traceback."""
+    from pulumi.runtime.config import set_all_config
+
+    from model.config import from_pulumi_config
+    from model.errors import ConfigError
+
+    set_all_config({f"{NS}:jobs": NESTED_JSON}, [])
+    try:
+        with pytest.raises(ConfigError) as raised:
+            from_pulumi_config("case", ROOT)
+    finally:
+        set_all_config({}, [])
+    assert raised.value.key == f"{NS}:jobs" and "nested too deeply" in raised.value.message
