@@ -26,6 +26,7 @@ Bounded: at most :data:`MAX_BYTES` of Dockerfile, :data:`MAX_INSTRUCTIONS` instr
 from __future__ import annotations
 
 import glob
+import itertools
 import posixpath
 import shlex
 from collections.abc import Collection, Mapping
@@ -346,8 +347,10 @@ def _copy_from_context(ins: Instruction, source: str, dest: str, dest_dir: bool,
     pattern = source.lstrip("/")
     matches: list[Path]
     if any(c in pattern for c in "*?["):
-        found = sorted(glob.iglob(glob.escape(str(base)) + "/" + pattern))[:MAX_GLOB + 1]
-        if len(found) > MAX_GLOB:
+        # Listed inside the context only (a `..` would list the folders above it), and no further than the bound.
+        found = [] if ".." in pattern.split("/") else sorted(
+            itertools.islice(glob.iglob(glob.escape(str(base)) + "/" + pattern), MAX_GLOB + 1))
+        if len(found) > MAX_GLOB or ".." in pattern.split("/"):
             stage.unknowns.append(Unknown("file", ins.original, Where(ins.line)))
             return
         matches = [Path(f) for f in found]

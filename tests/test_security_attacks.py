@@ -764,3 +764,29 @@ def test_a_config_value_pulumi_hands_over_nested_too_deeply_is_a_config_error() 
     finally:
         set_all_config({}, [])
     assert raised.value.key == f"{NS}:jobs" and "nested too deeply" in raised.value.message
+
+
+def test_a_copy_pattern_never_lists_what_is_outside_the_build_context(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``COPY`` source is a pattern of the build context. Before: ``../`` in it listed the folders above the
+    context (``../../../*/*/*`` the machine's), and every match was collected before the bound was applied."""
+    import os
+
+    from model import dockerfile
+
+    context = tmp_path / "context"
+    context.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "nccl.conf").write_text("NCCL_IB_DISABLE=1\n")
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def spy(path: Any = ".") -> Any:
+        listed.append(os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", spy)
+    image = dockerfile.evaluate("FROM x\nCOPY ../outside/*.conf ../*/nccl.* /etc/\n", context=context,
+                                wanted=["/etc/nccl.conf"])
+    assert [p for p in listed if not Path(p).resolve().is_relative_to(context.resolve())] == []
+    assert image.files == ()
