@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -28,10 +27,11 @@ from typing import Any
 from amlgpu.artifacts import terminate_as_interrupt
 from amlgpu.interrupts import cleanup_on_interrupt, shielded
 from infra import bounded
+from infra import regex as linear
 from model.errors import UserError
 
 KEY = "--base"
-_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*$")
+_REF = linear.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*$")  # $: the end, not a final newline
 PLAN_TIMEOUT_S = 600
 
 
@@ -48,15 +48,13 @@ class Base:
 def read_plan_folder(folder: Path, label: str | None = None) -> Base:
     path = folder / "resources.json"
     try:
-        data = json.loads(bounded.decode(bounded.read_bytes(path, bounded.JSON_FILE_BYTES, "a plan's resources")))
+        data = bounded.load_json_file(path, "a plan's resources.json")
     except FileNotFoundError:
         raise UserError(f"{folder} holds no plan (no resources.json): plan the base first", key=KEY) from None
     except (OSError, bounded.BoundedInputError) as err:
         raise UserError(f"cannot read {path}: {err}", key=KEY) from None
     except json.JSONDecodeError as err:
         raise UserError(f"{path} is not valid JSON ({err.msg}, line {err.lineno})", key=KEY) from None
-    except RecursionError:  # [[[[...]]]] deeper than the interpreter's stack
-        raise UserError(f"{path} is nested too deeply to be a plan's resources.json", key=KEY) from None
     if not isinstance(data, list) or not all(isinstance(r, dict) and "type" in r and "name" in r for r in data):
         raise UserError(f"{path} is not a plan's resources.json (a list of {{type, name, inputs}})", key=KEY)
     return Base(label or str(folder), data, read_waivers(folder))
@@ -72,8 +70,8 @@ def read_waivers(folder: Path) -> list[Any] | None:
     if not path.is_file():
         return None
     try:
-        records = json.loads(bounded.decode(bounded.read_bytes(path, bounded.JSON_FILE_BYTES, "a plan's waivers")))
-    except (OSError, bounded.BoundedInputError, json.JSONDecodeError, RecursionError) as err:
+        records = bounded.load_json_file(path, "a plan's waivers")
+    except (OSError, bounded.BoundedInputError, json.JSONDecodeError) as err:
         raise ConfigError(f"cannot read the base plan's waivers: {err}", file=str(path)) from None
     return from_records(records, source=str(path))
 

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
-from model import NAMESPACE
 from model.errors import EXIT_OK, UserError
 from model.project import LoadedStack
 
 
 def run_composite(args: argparse.Namespace, stack: LoadedStack) -> int:
-    from amlgpu.commands.run_local import _header, _parse_inputs, _say
+    from amlgpu.commands.run_local import _header, _parse_inputs, _preparing, _say
     from jobs.emulate.composite import prepare_pipeline, prepare_sweep, shown
-    from jobs.emulate.errors import EmulationError
     from jobs.emulate.local import LocalProcessLauncher
     from jobs.emulate.prepare import Request
     from jobs.pipelines import resolve_composite
@@ -33,21 +30,13 @@ def run_composite(args: argparse.Namespace, stack: LoadedStack) -> int:
     if job.kind != "sweep" and args.trials != 1:
         raise UserError(f"--trials is for sweeps; {job.name!r} is a {job.kind}", key="--trials")
     workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{job.name}-"))
-    try:
+    with _preparing(workdir, stack, index):
         if job.kind == "pipeline":
             steps = prepare_pipeline(job, {r.name: r for r in runs}, request, root=stack.root, workdir=workdir,
                                      environ=os.environ)
         else:
             steps = prepare_sweep(job, runs[0], request, trials=args.trials, root=stack.root, workdir=workdir,
                                   environ=os.environ)
-    except EmulationError as err:
-        shutil.rmtree(workdir, ignore_errors=True)
-        if err.is_flag:
-            raise UserError(err.message, key=err.key) from None
-        raise UserError(err.message, file=stack.file.display, key=f"{NAMESPACE}:jobs[{index}].{err.key}") from None
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
 
     what = f"{len(steps)} step(s): {', '.join(s.name for s in steps)}" if job.kind == "pipeline" else \
         f"{len(steps)} trial(s) of {job.spec['limits']['max_total_trials']}"

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import fnmatch
 import ipaddress
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
+from infra import regex as linear
 from infra import skus
 from infra.arm import ArmError, ArmReader
 from infra.naming import arm_region
@@ -106,9 +106,12 @@ class Need:
     """A data action (dataActions), not a control-plane action."""
 
 
+_LOWER_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
 def _family_key(family: str | None) -> str:
     """Families compared as Azure spells them inconsistently: case, spaces and underscores ignored."""
-    return re.sub(r"[^a-z0-9]", "", (family or "").lower())
+    return "".join(c for c in (family or "").lower() if c in _LOWER_ALNUM)
 
 
 def demand(config: StackConfig) -> list[Demand]:
@@ -308,9 +311,14 @@ def _size_offered(cluster: str, size: str, sku: Mapping[str, Any] | None, where:
     return Check(name, "OK", f"offered in {where}" + (" (some zones restricted)" if zones else ""))
 
 
+_I = r"[i\x{130}\x{131}]"  # Python's case-blind i also takes the dotted and dotless i; RE2's does not
+_USAGE = linear.compile(rf"(?i)^(?P<family>.+?)[{linear.SPACE}]*Cluster[{linear.SPACE}]+"
+                        rf"(?P<tier>Ded{_I}cated|LowPr{_I}or{_I}ty)[{linear.SPACE}]+vCPUs$")
+
+
 def _usage_key(name: str) -> tuple[str, str] | None:
     """('<family key>', 'dedicated'|'low_priority') of a per-family usage name, or None."""
-    match = re.match(r"^(?P<family>.+?)\s*Cluster\s+(?P<tier>Dedicated|LowPriority)\s+vCPUs$", name.strip(), re.I)
+    match = _USAGE.match(name.strip())
     if not match:
         return None
     tier = "dedicated" if match["tier"].lower() == "dedicated" else "low_priority"

@@ -1,4 +1,5 @@
-"""Reading untrusted files within limits: the one YAML loader every YAML the project reads goes through.
+"""Reading untrusted files within limits: the one YAML loader every YAML the project reads goes through, the one
+Python parser for scripts and code folders, and JSON files read within a size.
 
 Fork pull requests run the gate, so a stack file, the conda and environment files it names, ``Pulumi.yaml``,
 the job files ``amlgpu import`` reads and the pack configs are hostile input. Each is read here with three
@@ -20,10 +21,17 @@ into their own error naming the file and key.
 
 Values are read as the Pulumi CLI's Go YAML reader would: duplicate keys are an error, and a date stays the
 string it looks like (PyYAML would make ``2027-03-31`` a ``date``).
+
+Python (:func:`parse_python`: the scripts ``amlgpu import`` reads, the modules of a run's code folder) has the
+same three limits: bytes, syntax nodes, depth. Python's own parser builds trees about 3,000 levels deep from flat
+text (``a.b.b.b...``, ``1+1+1...``, a long ``elif`` chain), deeper than a recursive walk can follow, and fails
+deeper still with a ``RecursionError`` or ``MemoryError``: all are a :class:`BoundedInputError`.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +76,13 @@ DATA_TABLE = Limits("a data table of the project", SMALL_FILE.max_bytes, SMALL_F
 """The project's own YAML tables (policies/rules/properties.yaml, infra/environment-capabilities.yaml)."""
 JSON_FILE_BYTES = 8 * 1024 * 1024
 """The largest JSON file read (pack configs, an earlier plan's ``resources.json`` and ``waivers.json``)."""
+SUBMISSION_SCRIPT = Limits("a submission script", max_bytes=1024 * 1024, max_nodes=200_000, max_depth=100)
+"""What ``amlgpu import`` reads: a submission script is a few hundred lines and needs about 20 levels (1 MiB of
+Python is at most about a million nodes)."""
+CODE_MODULE = Limits("a Python module of a code folder", max_bytes=1024 * 1024, max_nodes=1_100_000,
+                     max_depth=1000)
+"""A module of a run's code folder, read for what it imports: 1 MiB is more than hand-written code holds, and
+the node and depth limits only refuse what no hand-written module is (the walk over the tree needs none)."""
 
 
 def read_bytes(path: Path, max_bytes: int, kind: str) -> bytes:
@@ -94,6 +109,19 @@ def decode(data: bytes) -> str:
 def read_text(path: Path, limits: Limits) -> str:
     """The text of ``path`` within ``limits.max_bytes``, as UTF-8."""
     return decode(read_bytes(path, limits.max_bytes, limits.kind))
+
+
+def load_json_file(path: Path, kind: str, max_bytes: int = JSON_FILE_BYTES) -> Any:
+    """The value of the JSON file at ``path`` (``kind`` of file, for messages), read within ``max_bytes``.
+
+    A :class:`BoundedInputError` for a larger file, text that is not UTF-8, or arrays and objects nested deeper
+    than Python's JSON reader follows (``[[[[...``: a ``RecursionError``); ``json.JSONDecodeError`` (a
+    ``ValueError`` with ``msg`` and ``lineno``) for text that is not JSON; ``OSError`` is left to the caller."""
+    text = decode(read_bytes(path, max_bytes, kind))
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BoundedInputError(f"nested too deeply to be {kind}") from None
 
 
 # ------------------------------------------------------------------------------------------ the loaders
@@ -230,6 +258,37 @@ def load(text: str, limits: Limits) -> Any:
 def load_file(path: Path, limits: Limits) -> Any:
     """The value of the YAML file at ``path``, within ``limits``; ``OSError`` is left to the caller."""
     return load(read_text(path, limits), limits)
+
+
+def parse_python(source: str | bytes, filename: str, limits: Limits) -> ast.Module:
+    """``source`` (the text of the file named ``filename``) as a syntax tree, within ``limits``.
+
+    Raises ``SyntaxError`` for text that is not Python, :class:`BoundedInputError` for text past
+    ``limits.max_bytes``, a tree Python itself cannot build, or one of more than ``limits.max_nodes`` nodes or
+    deeper than ``limits.max_depth`` (walked without recursion, so any tree is checked)."""
+    size = len(source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
+    if size > limits.max_bytes:
+        raise BoundedInputError(f"larger than {limits.max_bytes:,} bytes, the limit for {limits.kind}")
+    try:
+        tree = ast.parse(source, filename=filename)
+    except (RecursionError, MemoryError):  # "maximum recursion depth exceeded during ast construction"
+        raise BoundedInputError(f"nested too deeply for Python to read (more than {limits.max_depth} levels are "
+                                "not followed)") from None
+    except ValueError as err:  # a NUL byte (Python 3.11 raises ValueError for it, later versions SyntaxError)
+        raise SyntaxError(str(err)) from None
+    count = 0
+    pending: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        count += 1
+        if count > limits.max_nodes:
+            raise BoundedInputError(f"more than {limits.max_nodes:,} syntax nodes: too large to be {limits.kind}",
+                                    getattr(node, "lineno", None))
+        if depth > limits.max_depth:
+            raise BoundedInputError(f"nested more than {limits.max_depth} levels deep: too deep for {limits.kind}",
+                                    getattr(node, "lineno", None))
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return tree
 
 
 SHLEX_LIMIT = 1 << 13

@@ -17,12 +17,12 @@ CUDA 11.8 and 12.6 under that name), so a verdict from one is *uncertain*.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infra import bounded
+from infra import regex as linear
 
 TABLE = Path(__file__).with_name("cuda-architectures.yaml")
 
@@ -94,17 +94,23 @@ class ImageCuda:
     """:attr:`version` is an upper bound: the newest CUDA the PyTorch release the name says was built for."""
 
 
-_NVIDIA_CUDA = re.compile(r"^(?:[\w.-]+/)?(?:nvidia/)?cuda:(?P<v>\d+\.\d+)", re.I)
-_STATED = re.compile(r"^(?:mcr\.microsoft\.com/)?azureml/openmpi[\d.]+-cuda(?P<v>\d+(?:\.\d+)?)-"
-                     r"|^(?:docker\.io/)?pytorch/pytorch:[\d.]+-cuda(?P<t>\d+(?:\.\d+)?)-", re.I)
-_TORCH = re.compile(r"(?<![a-z])pytorch[-_]?(?P<major>1)\.(?P<minor>\d+)(?![\d])", re.I)
-_HINT = re.compile(r"(?<![a-z])cu(?:da)?[-_]?(?P<v>\d{2,3}(?:\.\d+)?|\d+\.\d+|\d{2})(?![\d.])", re.I)
+_D, _W = linear.DIGIT, linear.WORD
+_NVIDIA_CUDA = linear.compile(rf"(?i)^(?:[{_W}.-]+/)?(?:nvidia/)?cuda:(?P<v>[{_D}]+\.[{_D}]+)")
+_STATED = linear.compile(rf"(?i)^(?:mcr\.microsoft\.com/)?azureml/openmpi[{_D}.]+-cuda(?P<v>[{_D}]+(?:\.[{_D}]+)?)-"
+                         rf"|^(?:docker\.io/)?pytorch/pytorch:[{_D}.]+-cuda(?P<t>[{_D}]+(?:\.[{_D}]+)?)-")
+# Not after a letter, and not followed by a digit (or a dot): the character on each side is matched instead of
+# looked at (RE2 has no look-around). Python's (?i)[a-z] also takes the dotted and dotless i (U+0130, U+0131).
+_NOT_AFTER_A_LETTER = r"(?:^|[^a-z\x{130}\x{131}])"
+_TORCH = linear.compile(rf"(?i){_NOT_AFTER_A_LETTER}pytorch[-_]?(?P<major>1)\.(?P<minor>[{_D}]+)(?:[^{_D}]|$)")
+_HINT = linear.compile(rf"(?i){_NOT_AFTER_A_LETTER}cu(?:da)?[-_]?"
+                       rf"(?P<v>[{_D}]{{2,3}}(?:\.[{_D}]+)?|[{_D}]+\.[{_D}]+|[{_D}]{{2}})(?:[^{_D}.]|$)")
+_REGISTRY = linear.compile(r"(?i)^(?:docker\.io/|nvcr\.io/)")
 
 
 def image_cuda(reference: str) -> ImageCuda | None:
     """The CUDA release an image or environment reference names; None when its name says none."""
     ref = reference.strip()
-    plain = re.sub(r"^(?:docker\.io/|nvcr\.io/)", "", ref, flags=re.I)
+    plain = _REGISTRY.sub("", ref)
     if plain.lower().startswith(("nvidia/cuda:", "cuda:")) and (m := _NVIDIA_CUDA.match(plain)):
         return ImageCuda(_version(m.group("v")), True)
     if m := _STATED.match(ref):

@@ -12,7 +12,6 @@ refused with the allowed values listed.
 from __future__ import annotations
 
 import itertools
-import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,8 @@ from typing import Any, get_args
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
+
+from infra import regex as linear
 
 
 def _per_item(convert: Callable[[str], str]) -> Callable[[Any], Any]:
@@ -33,9 +34,14 @@ def _per_item(convert: Callable[[str], str]) -> Callable[[Any], Any]:
     return transform
 
 
+_WORD_START = linear.compile("(.)([A-Z][a-z]+)")
+_CAPITAL_AFTER = linear.compile("([a-z0-9])([A-Z])")
+
+
 def _camel_to_snake(text: str) -> str:
-    text = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", text)
-    return re.sub("([a-z0-9])([A-Z])", r"\1_\2", text).lower()
+    """azure-ai-ml's ``_camel_to_snake_convert`` (``azure/ai/ml/_utils/utils.py``), its two patterns on RE2."""
+    text = _WORD_START.sub(r"\1_\2", text)
+    return _CAPITAL_AFTER.sub(r"\1_\2", text).lower()
 
 
 def _snake_to_pascal(text: str) -> str:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra import bounded
 from infra.naming import arm_region
 from infra.skus import CATALOGUE
 
@@ -135,10 +136,13 @@ def _figure(figure: Any, key: str) -> Price:
 
 
 def load(path: Path = DEFAULT_TABLE) -> PriceTable:
-    """Read a table file; :class:`PriceTableError` (with the key) for a bad one, OSError for an unreadable one."""
-    text = path.read_text(encoding="utf-8")
+    """Read a table file; :class:`PriceTableError` (with the key) for a bad one, OSError for an unreadable one.
+    ``--prices`` names a file of the repository, which a pull request writes: it is read within
+    :data:`infra.bounded.JSON_FILE_BYTES`, and one nested too deeply is a bad table, not a ``RecursionError``."""
     try:
-        data = json.loads(text)
+        data = bounded.load_json_file(path, "a pricing table")
+    except bounded.BoundedInputError as err:
+        raise PriceTableError(err.message, key=f"line {err.line}" if err.line else None) from None
     except json.JSONDecodeError as err:
         raise PriceTableError(f"not valid JSON: {err.msg}", key=f"line {err.lineno}") from None
     return parse(data)

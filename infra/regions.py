@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,7 +18,6 @@ from pathlib import Path
 from infra.naming import arm_region
 
 TABLE = Path(__file__).with_name("regions.json")
-_SEPARATORS = re.compile(r"[\s_-]+")
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ class Regions:
 
     def suggestions(self, region: str) -> list[str]:
         """Up to three region names close to ``region`` (separators ignored), closest first."""
-        flat = _SEPARATORS.sub("", region.lower())
+        flat = "".join(c for c in region.lower() if not (c.isspace() or c in "_-"))  # separators ignored
         if flat in self.names:
             return [flat]
         return difflib.get_close_matches(flat, sorted(self.names), n=3, cutoff=0.75)

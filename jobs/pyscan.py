@@ -10,9 +10,11 @@ Two questions the policy pack asks of a run's code folder:
 * :func:`legacy_variable_reads`: where the code folder reads ``AZ_BATCHAI_*`` variables (the Batch AI
   names that Azure ML's current runtime no longer sets) with nothing to fall back on.
 
-Bounds: files over :data:`MAX_BYTES`, more than :data:`MAX_MODULES` modules followed from one script, and
-source that does not parse make the answer *unknown* (``opaque``), never "no". Imports of packages outside
-the code folder are judged by name only (a package not listed here is taken to join no process group);
+Bounds: files over :data:`MAX_BYTES` (or past the other limits of :data:`infra.bounded.CODE_MODULE`), more than
+:data:`MAX_MODULES` modules followed from one script, and source that does not parse make the answer *unknown*
+(``opaque``), never "no". Trees are walked without recursion: Python builds them about 3,000 levels deep from
+flat text (a long ``elif`` chain, ``a.b.b.b...``), and a recursive walk failed past about 450. Imports of
+packages outside the code folder are judged by name only (a package not listed here is taken to join no process group);
 dynamic imports (``importlib``, ``__import__``, ``exec``) and starting other programs (``subprocess``,
 ``os.system``) make the answer unknown. Symbolic links leading outside the code folder are never read.
 """
@@ -23,9 +25,10 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from infra import bounded
 from infra.paths import files_inside, resolve_inside
 
-MAX_BYTES = 1 << 20
+MAX_BYTES = bounded.CODE_MODULE.max_bytes
 """Python files larger than this (1 MiB) are not read: generated code, not a training entry point."""
 MAX_MODULES = 64
 """Code-folder modules followed from one script before the answer becomes unknown."""
@@ -85,13 +88,17 @@ def _parse(path: Path) -> ast.Module | str:
     try:
         if path.stat().st_size > MAX_BYTES:
             return f"{path.name} is over {MAX_BYTES >> 20} MiB"
-        source = path.read_bytes()
+        source = bounded.read_bytes(path, MAX_BYTES, bounded.CODE_MODULE.kind)  # it may grow meanwhile
     except OSError as err:
         return f"{path.name} cannot be read ({err.strerror})"
+    except bounded.BoundedInputError:
+        return f"{path.name} is over {MAX_BYTES >> 20} MiB"
     try:
-        return ast.parse(source, filename=str(path))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return bounded.parse_python(source, str(path), bounded.CODE_MODULE)
+    except SyntaxError:
         return f"{path.name} does not parse as Python"
+    except bounded.BoundedInputError as err:
+        return f"{path.name} cannot be read: {err}"
 
 
 def _framework(module: str) -> str | None:
@@ -107,12 +114,31 @@ def _hf_trainer(module: str, name: str) -> bool:
     return module.split(".")[0] == "transformers" and (name.endswith("Trainer") or name == "TrainingArguments")
 
 
-class _Visitor(ast.NodeVisitor):
+class _Visitor:
+    """What a module imports and uses; :meth:`visit` walks the tree in ``ast.NodeVisitor``'s order (depth first,
+    each node before its children), without recursion."""
+
     def __init__(self) -> None:
         self.frameworks: set[str] = set()
         self.local: list[tuple[str, int]] = []  # (module, level) to follow in the code folder
         self.aliases: dict[str, str] = {}  # local name -> imported module (torch, tensorflow, transformers)
         self.opaque: str | None = None
+
+    def visit(self, tree: ast.AST) -> None:
+        pending = [tree]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.Import):
+                self.visit_Import(node)
+                continue  # its aliases hold nothing more
+            if isinstance(node, ast.ImportFrom):
+                self.visit_ImportFrom(node)
+                continue
+            if isinstance(node, ast.Attribute):
+                self.visit_Attribute(node)
+            elif isinstance(node, ast.Call):
+                self.visit_Call(node)
+            pending.extend(reversed(list(ast.iter_child_nodes(node))))
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -159,7 +185,6 @@ class _Visitor(ast.NodeVisitor):
                     self.frameworks.add(found)
                 if package == "transformers" and (attr.endswith("Trainer") or attr == "TrainingArguments"):
                     self.frameworks.add("Hugging Face Trainer")
-        self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -168,7 +193,6 @@ class _Visitor(ast.NodeVisitor):
             and self.aliases.get(func.value.id) == "os" and func.attr in _OPAQUE_OS)
         if opaque and self.opaque is None:
             self.opaque = f"calls {ast.unparse(func)} (line {node.lineno}): it may start or load other code"
-        self.generic_visit(node)
 
 
 def _local_module(code: Path, here: PurePosixPath, module: str, level: int) -> Path | None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
+from infra import regex as linear
 from infra.azure import STORAGE_FIREWALL_CODES, firewall_refusal
 from jobs.diagnose import Diagnosis
 from model.errors import EXIT_OK, UserError
@@ -47,7 +47,7 @@ def ml_client(workspace: WorkspaceRef, *, credential: Any = None, **kwargs: Any)
     return MLClient(credential, workspace.subscription_id, workspace.resource_group, workspace.name, **kwargs)
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ANSI = linear.compile(r"\x1b\[[0-9;]*m")
 
 
 def _first_line(err: BaseException) -> str:

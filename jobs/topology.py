@@ -43,11 +43,11 @@ never taken as right or wrong.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from infra import regex as linear
 from model import shell
 
 TORCHRUN = "torchrun"
@@ -166,7 +166,7 @@ class Contract:
 # ------------------------------------------------------------------------------------------ reading words
 
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]", "ip6-localhost"})
-_PYTHON = re.compile(r"python[0-9.]*")
+_OPTION = linear.compile(rf"--?[A-Za-z][{linear.WORD}.-]*")
 _PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "-Q"})
 _MODULES = {
     "torch.distributed.run": TORCHRUN,
@@ -237,7 +237,7 @@ def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans
         if text is None:
             raw = word.raw.strip("\"'")
             name, eq, _ = raw.partition("=")
-            if eq and re.fullmatch(r"--?[A-Za-z][\w.-]*", name):  # --nnodes=$NODES: the option is known
+            if eq and _OPTION.fullmatch(name):  # --nnodes=$NODES: the option is known
                 values[_key(name)] = shell.Word(raw=raw[len(name) + 1:], value=None, line=word.line,
                                                 variables=word.variables, unknown=word.unknown,
                                                 shown=raw[len(name) + 1:])
@@ -641,7 +641,7 @@ def _read_launch(command: shell.Command, contract: Contract, where: str) -> Laun
         return _fabric(_options(argv[: 1 + skip], args[skip:], frozenset({"-h", "--help"})), where, contract)
     if name in ("mpirun", "mpiexec", "orterun", "horovodrun"):
         return _mpirun(name, args, argv[:1], where)
-    if _PYTHON.fullmatch(name):
+    if name.startswith("python") and all(c in "0123456789." for c in name[6:]):  # python3, python3.11
         module, at = _python_module(args)
         launcher = _MODULES.get(module or "")
         program = argv[: 1 + at]

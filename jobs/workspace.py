@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from infra import bounded
 from model.errors import UserError
 
 OFFLINE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
@@ -59,10 +60,10 @@ def plan_outputs(plan_dir: Path) -> StackOutputs | None:
     """The outputs an offline plan wrote to ``<plan_dir>/outputs.json``; None when there is no plan."""
     path = plan_dir / "outputs.json"
     try:
-        return StackOutputs(json.loads(path.read_text(encoding="utf-8")), _shown(path))
+        return StackOutputs(bounded.load_json_file(path, "a plan's outputs"), _shown(path))
     except FileNotFoundError:
         return None
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, json.JSONDecodeError, bounded.BoundedInputError) as err:
         raise UserError(f"cannot read the plan's outputs: {err}", file=_shown(path)) from None
 
 

@@ -935,6 +935,8 @@ def from_pulumi_config(stack_name: str, root: Path) -> StackConfig:
             values[name] = json.loads(raw) if isinstance(raw, str) and raw[:1] in "[{" else raw
         except json.JSONDecodeError as err:
             raise ConfigError(f"not valid JSON: {err}", file=f"Pulumi.{stack_name}.yaml", key=key) from None
+        except RecursionError:  # [[[[...]]]] deeper than Python's JSON reader follows
+            raise ConfigError("nested too deeply to be read", file=f"Pulumi.{stack_name}.yaml", key=key) from None
     secret = frozenset(
         k.removeprefix(prefix) for k in handed if k.startswith(prefix) and runtime_config.is_config_secret(k)
     )

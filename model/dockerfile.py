@@ -26,8 +26,8 @@ Bounded: at most :data:`MAX_BYTES` of Dockerfile, :data:`MAX_INSTRUCTIONS` instr
 from __future__ import annotations
 
 import glob
+import itertools
 import posixpath
-import re
 import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -36,6 +36,7 @@ from typing import Any
 
 import dockerfile as buildkit
 
+from infra import regex as linear
 from model import shell
 from model.shell import Unknown, Variable, Where
 
@@ -47,7 +48,12 @@ MAX_FILE = 1 << 16
 MAX_GLOB = 256
 """Build-context files one ``COPY`` source pattern may match before it is unknown."""
 
-_DIRECTIVE = re.compile(r"#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(\S*)\s*")
+_DIRECTIVE = linear.compile(rf"#[{linear.SPACE}]*([A-Za-z][A-Za-z0-9_-]*)[{linear.SPACE}]*=[{linear.SPACE}]*"
+                            rf"([^{linear.SPACE}]*)[{linear.SPACE}]*")
+_URL = linear.compile(r"[a-z]+://")
+_HEREDOC_MARKER = linear.compile(rf"[{linear.DIGIT}]?<<-?[{linear.SPACE}]*(?:'[A-Za-z0-9_.-]+'|\"[A-Za-z0-9_.-]+\""
+                                 r"|[A-Za-z0-9_.-]+)")
+"""``<<EOF``, ``2<<-'EOF'``: a here-document's marker (its delimiter quoted with the same quote on both sides)."""
 _SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
 
 
@@ -102,7 +108,7 @@ def _escape(text: str) -> str:
         if not m:
             break
         if m.group(1).lower() == "escape" and m.group(2) in ("`", "\\"):
-            return m.group(2)
+            return str(m.group(2))
     return "\\"
 
 
@@ -322,7 +328,7 @@ def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: di
         if source is None:
             stage.unknowns.append(Unknown("file", ins.original, where))
             continue
-        if from_stage is not None or (ins.cmd == "ADD" and re.match(r"[a-z]+://", source)):
+        if from_stage is not None or (ins.cmd == "ADD" and _URL.match(source)):
             earlier = next((s for s in stages if from_stage is not None and s.name == from_stage.lower()), None)
             for f in earlier.files if earlier is not None else ():
                 if f.path == posixpath.normpath("/" + source.lstrip("/")):
@@ -341,8 +347,10 @@ def _copy_from_context(ins: Instruction, source: str, dest: str, dest_dir: bool,
     pattern = source.lstrip("/")
     matches: list[Path]
     if any(c in pattern for c in "*?["):
-        found = sorted(glob.iglob(glob.escape(str(base)) + "/" + pattern))[:MAX_GLOB + 1]
-        if len(found) > MAX_GLOB:
+        # Listed inside the context only (a `..` would list the folders above it), and no further than the bound.
+        found = [] if ".." in pattern.split("/") else sorted(
+            itertools.islice(glob.iglob(glob.escape(str(base)) + "/" + pattern), MAX_GLOB + 1))
+        if len(found) > MAX_GLOB or ".." in pattern.split("/"):
             stage.unknowns.append(Unknown("file", ins.original, Where(ins.line)))
             return
         matches = [Path(f) for f in found]
@@ -377,7 +385,7 @@ def _read(path: Path) -> str | None:
 
 def _without_heredocs(command: str) -> str:
     """A RUN command line with its here-document markers removed: empty when it is only those."""
-    return re.sub(r"\d?<<-?\s*(['\"]?)[A-Za-z0-9_.-]+\1", " ", command).strip()
+    return _HEREDOC_MARKER.sub(" ", command).strip()
 
 
 def _word(text: str, scope: Mapping[str, Variable], escape: str, where: Where, unknowns: list[Unknown],

@@ -34,7 +34,6 @@ a setting made on some paths only) is "cannot tell", never silently dropped and 
 from __future__ import annotations
 
 import posixpath
-import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Literal
 
 from infra import bounded
+from infra import regex as linear
 from model import dockerfile, shell
 
 WATCHED = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_NET", "OMPI_MCA_pml", "OMPI_MCA_btl", "UCX_TLS",
@@ -129,7 +129,7 @@ def baked(text: str, context: Path | None) -> Baked:
     env = {v.name: v for v in image.env}
     extra = [v.value for n, v in env.items() if n in STEERING[:3] and v.value]
     if extra:  # NCCL_CONF_FILE / mca_base_param_files name more files: read those from the context too
-        wanted = (*IMAGE_PATHS, *(p for value in extra for p in re.split(r"[,:]", value or "") if p.startswith("/")))
+        wanted = (*IMAGE_PATHS, *(p for value in extra for p in _paths(value or "") if p.startswith("/")))
         image = dockerfile.evaluate(text, context=context, wanted=wanted)
     settings = tuple(
         Setting(v.name, v.value or "", f"Dockerfile ENV at line {v.where.line}" if v.where else "Dockerfile ENV",
@@ -148,9 +148,14 @@ def _config_path(path: str, env: Mapping[str, shell.Variable], home: str | None)
         return True
     for steering in ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files"):
         value = env[steering].value if steering in env else None
-        if value and path in re.split(r"[,:]", value):
+        if value and path in _paths(value):
             return True
     return False
+
+
+def _paths(value: str) -> list[str]:
+    """The files a ``NCCL_CONF_FILE`` or ``mca_base_param_files`` value names (``,`` or ``:`` between them)."""
+    return value.replace(":", ",").split(",")
 
 
 def from_environment(variables: Mapping[str, str]) -> list[Setting]:
@@ -448,7 +453,9 @@ def _mpirun(process: shell.Command) -> list[Setting]:
     return out
 
 
-_STRTOLL = re.compile(r"^\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_STRTOLL = linear.compile(rf"^[{linear.SPACE}]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+_ZERO = linear.compile(r"[+-]?0+|[+-]?0[xX]0+")
+_PORT = linear.compile(rf"[+-]?[{linear.DIGIT}]+")
 _LLONG = 2**63
 
 
@@ -494,7 +501,7 @@ def _judge_value(name: str, raw: str, label: str, adapters: int) -> tuple[Effect
         number = strtoll(raw)
         if number != 0:
             return "off", f"{label} disables InfiniBand (NCCL reads it as {number})"
-        if value and not re.fullmatch(r"[+-]?0+|[+-]?0[xX]0+", value):
+        if value and not _ZERO.fullmatch(value):
             return "no effect", f"{label} has no effect: NCCL reads it as 0, so InfiniBand stays on"
         return None
     if name == "NCCL_IB_HCA":
@@ -545,7 +552,7 @@ def _judge_hca(label: str, value: str, adapters: int) -> tuple[Effect, str] | No
         prefix, _, port_text = item.partition(":")
         if not prefix:
             continue
-        port_digits = re.match(r"[+-]?\d+", port_text.split(":")[0]) if port_text else None
+        port_digits = _PORT.match(port_text.split(":")[0]) if port_text else None
         entries.append((prefix, int(port_digits.group(0)) if port_digits else -1))
     if not entries:
         return None

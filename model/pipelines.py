@@ -21,7 +21,6 @@ are judged by the policy pack, which names the step at fault.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal, NamedTuple
@@ -42,6 +41,7 @@ from pydantic import (
 )
 
 from infra import bounded, naming
+from infra import regex as linear
 from infra.enums import AnyCase, lower
 from infra.paths import resolve_inside
 from model.runs import (
@@ -65,15 +65,16 @@ SWEEP = "sweep"
 TRIAL = "trial"
 """The name of a sweep's trial among the runs it holds (``<sweep>/trial``)."""
 
-STEP_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+STEP_NAME = linear.compile(r"[a-z_][a-z0-9_]*")
 """A pipeline step's name: azure-ai-ml's ``is_valid_node_name`` (a Python identifier in lower-case ASCII)."""
 
-_BINDING = re.compile(
-    r"^\$\{\{\s*parent\.(?:inputs\.(?P<input>\w+)|outputs\.(?P<output>\w+)"
-    r"|jobs\.(?P<step>\w+)\.outputs\.(?P<step_output>\w+))\s*\}\}$"
+_S, _W = linear.SPACE, linear.WORD
+_BINDING = linear.compile(
+    rf"^\$\{{\{{[{_S}]*parent\.(?:inputs\.(?P<input>[{_W}]+)|outputs\.(?P<output>[{_W}]+)"
+    rf"|jobs\.(?P<step>[{_W}]+)\.outputs\.(?P<step_output>[{_W}]+))[{_S}]*\}}\}}\n?$"  # a final newline too, as before
 )
-_ANY_PARENT = re.compile(r"\$\{\{\s*parent\.")
-SEARCH_SPACE = re.compile(r"\$\{\{\s*search_space\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_ANY_PARENT = linear.compile(rf"\$\{{\{{[{_S}]*parent\.")
+SEARCH_SPACE = linear.compile(rf"\$\{{\{{[{_S}]*search_space\.([A-Za-z_][A-Za-z0-9_]*)[{_S}]*\}}\}}")
 """A trial command's ``${{search_space.<name>}}``: the value Azure ML samples for each trial."""
 
 
@@ -740,7 +741,7 @@ class SweepJob(Model):
     @classmethod
     def _identifier_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
         for key in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            if not (key.isascii() and key.isidentifier()):
                 raise ValueError(f"{key!r} is not a valid parameter name (letters, digits, '_')")
         return value
 

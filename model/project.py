@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from infra import bounded
+from infra import regex as linear
 from infra.paths import resolve_inside
 from model import stackfile
 from model.config import StackConfig, from_stackfile
@@ -31,7 +31,7 @@ class LoadedStack:
     config: StackConfig
 
 
-STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+STACK_NAME = linear.compile(r"[A-Za-z0-9_.-]{1,100}")
 """What Pulumi accepts as a stack name (pulumi/pulumi, ``ValidateStackName``: letters, digits, ``-``, ``_``,
 ``.``, at most 100): a name with a newline or ``::`` never reaches a log line, a path or ``policy.md``."""
 

@@ -16,17 +16,19 @@ a link or an image hiding where it points (``[fix](https://evil)``, ``![](https:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-_PUNCTUATION = re.compile(r"([\\`\[\]|])")
-_MENTION = re.compile(r"@[\w./-]+")
-_BACKTICKS = re.compile(r"`+")
+from infra import regex as linear
+
+_ESCAPED = str.maketrans({c: "\\" + c for c in "\\`[]|"})
+"""The punctuation that opens links, images, code spans and table cells, each behind a backslash."""
+_MENTION = linear.compile(rf"@[{linear.WORD}./-]+")
+_BACKTICKS = linear.compile(r"`+")
 
 
 def _escape(value: str) -> str:
     value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _PUNCTUATION.sub(r"\\\1", value)
+    return value.translate(_ESCAPED)
 
 
 def text(value: Any) -> str:

@@ -149,7 +149,7 @@ def parameters(rule: Rule, values: Mapping[str, Any], *, source: str) -> Mapping
 def load(path: Path) -> dict[str, Any]:
     """Read a pack config JSON file (the ``--policy-pack-config`` file CrossGuard takes)."""
     try:
-        data = json.loads(bounded.decode(bounded.read_bytes(path, bounded.JSON_FILE_BYTES, "a pack config")))
+        data = bounded.load_json_file(path, "a pack config")
     except FileNotFoundError:
         raise ConfigError("policy pack config not found", file=str(path)) from None
     except OSError as err:
@@ -158,8 +158,6 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(str(err), file=path.name) from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"not valid JSON: {err.msg}", file=path.name, key=f"line {err.lineno}") from None
-    except RecursionError:  # [[[[...]]]] deeper than the interpreter's stack
-        raise ConfigError("nested too deeply to be a pack config", file=path.name) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object of rule id -> settings", file=path.name)
     resolve(data, source=path.name)  # fail now, naming the file, rather than at evaluation

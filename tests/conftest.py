@@ -66,6 +66,22 @@ PROJECT_FOLDERS = ("environments", "jobs/workloads")
 never linked, because every path a stack names must lead inside its project."""
 
 
+def emulation_project(root: Path, jobs: list[dict[str, Any]]) -> Path:
+    """A project for ``run-local``: the stack ``test`` with one two-node A100 cluster and ``jobs``, the sample
+    workloads as ``src/`` and an empty ``work/`` folder (a minimal ``Pulumi.yaml``: no Pulumi program runs)."""
+    (root / "Pulumi.yaml").write_text("name: aml-gpu-training\nruntime: python\n")
+    config = {
+        "azure-native:location": "westeurope",
+        f"{NS}:workspace": {"name": "mlw-emulate"},
+        f"{NS}:clusters": [{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2}],
+        f"{NS}:jobs": jobs,
+    }
+    (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    shutil.copytree(ROOT / "jobs" / "workloads", root / "src", ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
+    (root / "work").mkdir()
+    return root
+
+
 def copy_project_folders(folder: Path) -> None:
     """Copy :data:`PROJECT_FOLDERS` into ``folder`` (those it lacks)."""
     for name in PROJECT_FOLDERS:

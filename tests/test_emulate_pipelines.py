@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.conftest import emulation_project
 
 pytestmark = pytest.mark.slow
 
-WORKLOADS = Path(__file__).resolve().parent.parent / "jobs" / "workloads"
 AMLGPU = shutil.which("amlgpu", path=os.path.dirname(sys.executable))
 
 PIPELINE = {
@@ -63,18 +63,7 @@ SWEEP = {
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("project")
-    (root / "Pulumi.yaml").write_text("name: aml-gpu-training\nruntime: python\n")
-    config = {
-        "azure-native:location": "westeurope",
-        "aml-gpu-training:workspace": {"name": "mlw-emulate"},
-        "aml-gpu-training:clusters": [{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2}],
-        "aml-gpu-training:jobs": [PIPELINE, SWEEP],
-    }
-    (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
-    shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
-    (root / "work").mkdir()
-    return root
+    return emulation_project(tmp_path_factory.mktemp("project"), [PIPELINE, SWEEP])
 
 
 def run_local(project: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jobs.emulate import contract
-from tests.conftest import required_tool
+from tests.conftest import emulation_project, required_tool
 from tests.test_emulate_launcher import gone
 
 pytestmark = pytest.mark.slow
 
-WORKLOADS = Path(__file__).resolve().parent.parent / "jobs" / "workloads"
 AMLGPU = shutil.which("amlgpu", path=os.path.dirname(sys.executable))
 
 SCRIPTS = {
@@ -130,16 +128,7 @@ RUNS += [_run(name, command, PER_NODE) for name, command in CORRECT_LAUNCHES.ite
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("project")
-    (root / "Pulumi.yaml").write_text("name: aml-gpu-training\nruntime: python\n")
-    config = {
-        "azure-native:location": "westeurope",
-        "aml-gpu-training:workspace": {"name": "mlw-emulate"},
-        "aml-gpu-training:clusters": [{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2}],
-        "aml-gpu-training:jobs": RUNS,
-    }
-    (root / "Pulumi.test.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
-    shutil.copytree(WORKLOADS, root / "src", ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
+    root = emulation_project(tmp_path_factory.mktemp("project"), RUNS)
     (root / "src" / "await_file.py").write_text(
         "import pathlib, sys, time\n"
         "deadline = time.monotonic() + 60\n"
@@ -147,7 +136,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "    time.sleep(0.05)\n"
         "sys.exit(0 if pathlib.Path(sys.argv[1]).exists() else 1)\n"
     )
-    (root / "work").mkdir()
     (root / "t").mkdir()
     for name, text in SCRIPTS.items():
         (root / "t" / name).write_text(text.lstrip())

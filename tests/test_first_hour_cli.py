@@ -146,8 +146,10 @@ def test_init_states_the_upload_path_it_is_given(bare_project: Path, capsys: pyt
         (["--stack", "x", "--region", "eastus3"], "error: --region: 'eastus3' is not an Azure region name: did you "
                                                   "mean eastus, westus3 or eastus2?\n"),
         (["--stack", "../x"], "error: --stack: stack name '../x' is invalid: 1-29 letters, digits, '_', '.' or '-'\n"),
+        # Python's $ also matched before a final newline: init wrote src/ and failed on 'Pulumi.x\n.yaml'
+        (["--stack", "x\n"], "error: --stack: stack name 'x\\n' is invalid: 1-29 letters, digits, '_', '.' or '-'\n"),
     ],
-    ids=["exists", "private-range", "slash-32", "ipv6", "amd", "retired", "no-nodes", "region", "path"],
+    ids=["exists", "private-range", "slash-32", "ipv6", "amd", "retired", "no-nodes", "region", "path", "newline"],
 )
 def test_init_refuses_bad_input_and_writes_nothing(bare_project: Path, capsys: pytest.CaptureFixture[str],
                                                    argv: list[str], message: str) -> None:

@@ -53,52 +53,30 @@ def aml(b: Baseline) -> dict[str, Any]:
     return b.inputs(COMPUTE, CLUSTER)["properties"]["properties"]
 
 
+def _set(target: dict[str, Any], path: str, value: Any) -> None:
+    """Set (or, with value ``...``, delete) the key at dotted ``path`` under ``target``."""
+    *parents, last = path.split(".")
+    for part in parents:
+        target = target.setdefault(part, {})
+    if value is ...:
+        target.pop(last, None)
+    else:
+        target[last] = value
+
+
 def setting(token: str, path: str, value: Any, name: str | None = None) -> Mutation:
     """Set (or, with value ``...``, delete) the input at dotted ``path`` of one resource."""
-
-    def mutate(b: Baseline) -> None:
-        target = b.inputs(token, name)
-        *parents, last = path.split(".")
-        for part in parents:
-            target = target.setdefault(part, {})
-        if value is ...:
-            target.pop(last, None)
-        else:
-            target[last] = value
-
-    return mutate
+    return lambda b: _set(b.inputs(token, name), path, value)
 
 
 def run_setting(run: str, path: str, value: Any) -> Mutation:
     """Set (or delete, with ``...``) a prop of a resolved run (``spec.resources.instance_count``...)."""
-
-    def mutate(b: Baseline) -> None:
-        target = b.run(run)
-        *parents, last = path.split(".")
-        for part in parents:
-            target = target.setdefault(part, {})
-        if value is ...:
-            target.pop(last, None)
-        else:
-            target[last] = value
-
-    return mutate
+    return lambda b: _set(b.run(run), path, value)
 
 
 def job_setting(token: str, name: str, path: str, value: Any) -> Mutation:
     """Set (or delete, with ``...``) a key of a pipeline's or sweep's spec (``limits.timeout``...)."""
-
-    def mutate(b: Baseline) -> None:
-        target = b.job(token, name)
-        *parents, last = path.split(".")
-        for part in parents:
-            target = target.setdefault(part, {})
-        if value is ...:
-            target.pop(last, None)
-        else:
-            target[last] = value
-
-    return mutate
+    return lambda b: _set(b.job(token, name), path, value)
 
 
 def priced_h100(b: Baseline) -> None:

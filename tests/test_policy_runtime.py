@@ -170,6 +170,18 @@ def test_a_script_is_read_for_process_group_use(tmp_path: Path, source: str, fra
     assert (set(reading.frameworks), reading.opaque is not None) == (frameworks, opaque)
 
 
+@pytest.mark.parametrize(("tail", "opaque"), [
+    ("x = a" + ".b" * 600 + "\n", False),  # deeper than a recursive walk follows (about 450), as deep as Python builds
+    ("if a:\n    pass\n" + "elif a:\n    pass\n" * 600, False),
+    ("x = a" + ".b" * 100_000 + "\n", True),  # deeper than Python's own parser builds
+])
+def test_deep_scripts_are_read_without_recursion(tmp_path: Path, tail: str, opaque: bool) -> None:
+    (tmp_path / "s.py").write_text("import torch.distributed\n" + tail)
+    reading = pyscan.process_group_use(tmp_path, "s.py")
+    assert (set(reading.frameworks), reading.opaque is not None) == ({"torch.distributed"} if not opaque else set(),
+                                                                      opaque)
+
+
 def test_code_folder_modules_are_followed_within_bounds(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")

@@ -24,6 +24,7 @@ from tests.test_reliability_corpus import (
     AMLGPU,
     STACK,
     good_config,
+    good_plan_output,
     leftovers,
     plan_in_process,
     snapshot,
@@ -33,11 +34,7 @@ from tests.test_reliability_corpus import (
 @pytest.fixture(scope="module")
 def earlier(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """A good plan's output folder, as bytes."""
-    project = make_project(tmp_path_factory.mktemp("good"), good_config(), stack=STACK)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(project)
-        assert main(["plan", "--stack", STACK, "--format", "json"]) == 0
-    return snapshot(project / "build" / STACK)
+    return good_plan_output(tmp_path_factory)
 
 
 @pytest.fixture

@@ -303,14 +303,19 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def earlier_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """The output folder of a good plan of the case stack, as bytes: what each bad plan must leave alone."""
+def good_plan_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The output folder of a good plan of the case stack, as bytes."""
     project = make_project(tmp_path_factory.mktemp("good"), good_config(), stack=STACK)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(project)
         assert main(["plan", "--stack", STACK, "--format", "json"]) == 0
-    files = snapshot(project / "build" / STACK)
+    return snapshot(project / "build" / STACK)
+
+
+@pytest.fixture(scope="module")
+def earlier_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The output folder of a good plan of the case stack, as bytes: what each bad plan must leave alone."""
+    files = good_plan_output(tmp_path_factory)
     assert {"resources.json", "outputs.json", "policy.sarif", "policy.md", "jobs/ddp.yml"} <= set(files)
     return files
 

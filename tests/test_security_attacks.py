@@ -677,3 +677,116 @@ def test_the_bounded_reader_refuses_before_building_anything() -> None:
     with pytest.raises(bounded.BoundedInputError, match="expands to more than 100,000 values") as err:
         bounded.load(_alias_bomb(), bounded.CONDA_FILE)
     assert err.value.line is not None
+
+
+# ------------------------------------------------------------------------------ linear time, bounded reads
+
+
+def _code_folder_attack(tmp_path: Path, command: str, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``amlgpu plan`` (the console script) of a stack whose run starts ``command`` in a code folder holding
+    ``files``."""
+    from tests.test_reliability_corpus import J, good_config
+
+    config = good_config()
+    config[J][0]["command"] = command
+    project = make_project(tmp_path / "project", config, stack="case")
+    for name, content in files.items():
+        (project / "jobs" / "workloads" / name).write_text(content)
+    return subprocess.run([str(AMLGPU), "plan", "--stack", "case"], cwd=project, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def test_a_script_of_a_million_commas_after_a_brace_gets_its_answer(tmp_path: Path) -> None:
+    """Before: the brace-expansion pattern backtracked over the commas for each one (Python's re): 40,000
+    took 2.7 s, the million a 1 MiB script holds about half an hour. On RE2 the plan answers as usual."""
+    done = _code_folder_attack(tmp_path, "bash run.sh", {"run.sh": "torchrun train_ddp.py a{" + "," * 1_000_000 + "\n"})
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "project" / "build" / "case" / "outputs.json").is_file()
+
+
+@pytest.mark.parametrize("script", [
+    "import torch\nx = a" + ".b" * 600 + "\n",  # a tree 600 levels deep: the recursive walk failed past about 450
+    "import torch\nif a:\n    pass\n" + "elif a:\n    pass\n" * 600,
+    "import torch\nx = a" + ".b" * 100_000 + "\n",  # deeper than Python's parser builds
+], ids=["attribute-chain", "elif-chain", "beyond-the-parser"])
+def test_a_code_folder_script_nested_deeper_than_a_recursive_walk_gets_its_answer(tmp_path: Path, script: str) -> None:
+    """Before: a RecursionError traceback (exit 1) from the walk over the run's entry script."""
+    done = _code_folder_attack(tmp_path, "python train_ddp.py", {"train_ddp.py": script})
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "project" / "build" / "case" / "outputs.json").is_file()
+
+
+NESTED_JSON = "[" * 100_000 + "]" * 100_000
+"""Deeper than Python's JSON reader follows: a RecursionError unless it is read through the bounded reader."""
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (NESTED_JSON, "nested too deeply to be a pricing table"),
+    ('{"_about": "x", "pad": "' + "x" * (9 << 20) + '"}', "larger than 8,388,608 bytes"),
+], ids=["nested", "9 MiB"])
+def test_a_hostile_pricing_table_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
+                                               says: str) -> None:
+    """``--prices`` names a file of the repository, which a pull request writes. Before: a RecursionError
+    traceback (exit 1) for the nested one; the large one was read whole."""
+    from tests.test_reliability_corpus import good_config
+
+    project = make_project(tmp_path / "project", good_config(), stack="case")
+    (project / "prices.json").write_text(content)
+    outcome = plan_in_process(project, capsys, "--prices", "prices.json", stack="case")
+    assert_clean_refusal(outcome)
+    assert "prices.json" in outcome.error_line and says in outcome.error_line, outcome.err[-2000:]
+    assert not (project / "build").exists()
+
+
+def test_a_plan_folder_whose_outputs_nest_too_deeply_is_bad_input(tmp_path: Path) -> None:
+    """``submit``/``job`` read ``build/<stack>/outputs.json``. Before: a RecursionError."""
+    from jobs.workspace import plan_outputs
+    from model.errors import UserError
+
+    (tmp_path / "outputs.json").write_text(NESTED_JSON)
+    with pytest.raises(UserError, match="nested too deeply to be a plan's outputs"):
+        plan_outputs(tmp_path)
+
+
+def test_a_config_value_pulumi_hands_over_nested_too_deeply_is_a_config_error() -> None:
+    """Under ``pulumi up`` the engine hands structured values as JSON text. Before: a RecursionError traceback."""
+    from pulumi.runtime.config import set_all_config
+
+    from model.config import from_pulumi_config
+    from model.errors import ConfigError
+
+    set_all_config({f"{NS}:jobs": NESTED_JSON}, [])
+    try:
+        with pytest.raises(ConfigError) as raised:
+            from_pulumi_config("case", ROOT)
+    finally:
+        set_all_config({}, [])
+    assert raised.value.key == f"{NS}:jobs" and "nested too deeply" in raised.value.message
+
+
+def test_a_copy_pattern_never_lists_what_is_outside_the_build_context(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``COPY`` source is a pattern of the build context. Before: ``../`` in it listed the folders above the
+    context (``../../../*/*/*`` the machine's), and every match was collected before the bound was applied."""
+    import os
+
+    from model import dockerfile
+
+    context = tmp_path / "context"
+    context.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "nccl.conf").write_text("NCCL_IB_DISABLE=1\n")
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def spy(path: Any = ".") -> Any:
+        listed.append(os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", spy)
+    image = dockerfile.evaluate("FROM x\nCOPY ../outside/*.conf ../*/nccl.* /etc/\n", context=context,
+                                wanted=["/etc/nccl.conf"])
+    assert [p for p in listed if not Path(p).resolve().is_relative_to(context.resolve())] == []
+    assert image.files == ()

@@ -24,6 +24,7 @@ import re
 import sys
 from typing import Any
 
+from infra import regex as linear
 from model.errors import EXIT_OK, UserError
 
 DEFAULT_SKU = "Standard_ND96asr_v4"
@@ -57,7 +58,7 @@ if __name__ == "__main__":
     main()
 '''
 
-_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,28}$")
+_STACK_NAME = linear.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,28}$")  # $: the end, not a final newline
 
 
 def register(sub: Any) -> None:

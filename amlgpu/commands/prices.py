@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from amlgpu.artifacts import write_text
-from infra import prices
+from infra import bounded, prices
 from infra.model import ImageBuildCompute
 from infra.skus import CATALOGUE
 from model.errors import EXIT_OK, UserError
@@ -128,7 +128,7 @@ def run_refresh(args: argparse.Namespace, fetch: Fetch = http_get) -> int:
     regions = [r.strip().lower() for r in (args.region or table.regions)]
     if not regions or not all(r.isalnum() for r in regions):
         raise UserError(f"expected ARM region names such as eastus2, got {regions or 'none'}", key="--region")
-    about = json.loads(args.out.read_text(encoding="utf-8")).get("_about") if args.out.exists() else None
+    about = bounded.load_json_file(args.out, "a pricing table").get("_about") if args.out.exists() else None
     try:
         fresh = refresh(table, regions, fetch, dt.date.today())
     except ApiError as err:

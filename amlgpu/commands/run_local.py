@@ -25,10 +25,12 @@ search space. --nodes and --procs-per-node cap every step.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +118,24 @@ def _say(line: str = "") -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def _preparing(workdir: Path, stack: LoadedStack, index: int) -> Iterator[None]:
+    """While the run at ``jobs[index]`` (or a pipeline's or sweep's steps) is prepared in ``workdir``: an
+    emulation error is bad input naming the flag or the stack key, and any failure removes ``workdir``."""
+    from jobs.emulate.errors import EmulationError
+
+    try:
+        yield
+    except EmulationError as err:
+        shutil.rmtree(workdir, ignore_errors=True)
+        if err.is_flag:
+            raise UserError(err.message, key=err.key) from None
+        raise UserError(err.message, file=stack.file.display, key=f"{NAMESPACE}:jobs[{index}].{err.key}") from None
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
 def run(args: argparse.Namespace) -> int:
     from amlgpu.interrupts import cleanup_on_interrupt
 
@@ -126,7 +146,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jobs.emulate.errors import EmulationError
     from jobs.emulate.local import LocalProcessLauncher
     from jobs.emulate.prepare import Request, prepare
     from jobs.resolve import resolve_run
@@ -142,16 +161,8 @@ def _run(args: argparse.Namespace) -> int:
                       inputs=_parse_inputs(args.input), tf_empty_ps=args.tf_empty_ps)
 
     workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{declared.name}-"))
-    try:
+    with _preparing(workdir, stack, index):
         prepared = prepare(resolved, request, root=stack.root, workdir=workdir, environ=os.environ)
-    except EmulationError as err:
-        shutil.rmtree(workdir, ignore_errors=True)
-        if err.is_flag:
-            raise UserError(err.message, key=err.key) from None
-        raise UserError(err.message, file=stack.file.display, key=f"{NAMESPACE}:jobs[{index}].{err.key}") from None
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
     refused = _topology_findings(stack, resolved)
     if refused:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -21,13 +21,13 @@ import dataclasses
 import itertools
 import math
 import random
-import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra import regex as linear
 from jobs.emulate.errors import EmulationError
 from jobs.emulate.prepare import Prepared, Request, prepare
 from jobs.pipelines import ResolvedComposite
@@ -198,8 +198,8 @@ def shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _substitute(parameters: Mapping[str, Any]) -> Callable[[re.Match[str]], str]:
-    def value(match: re.Match[str]) -> str:
+def _substitute(parameters: Mapping[str, Any]) -> Callable[[linear.Match], str]:
+    def value(match: linear.Match) -> str:
         return shlex.quote(shown(parameters[match.group(1)]))
 
     return value

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,6 @@ RANK_MARK = "\x1f"
 """Frames the rank number at the start of each line of a rank's output (``\\x1f3\\x1f text``).
 :mod:`jobs.emulate.mpi_rank` writes whole marked lines; mpirun's ``--tag-output`` is not used
 because it tags each chunk it reads, and a line written in two pieces comes out with a tag inside."""
-_MARKED = re.compile(RANK_MARK + r"(?P<rank>\d+)" + RANK_MARK + r"(?P<text>.*)$", re.S)
 
 
 class MpiUnavailable(Exception):
@@ -98,10 +96,10 @@ def rank_settings(*, nodes: int, procs_per_node: int, status_dir: Path, gpus: tu
 
 def split_marked_line(line: str) -> tuple[str | None, str]:
     """A rank's marked line -> (``rank 3``, its text); mpirun's own lines -> (None, line)."""
-    match = _MARKED.match(line)
-    if match is None:
+    rank, mark, text = line[len(RANK_MARK):].partition(RANK_MARK) if line.startswith(RANK_MARK) else ("", "", "")
+    if not mark or not rank.isdecimal():
         return None, line
-    return f"rank {match.group('rank')}", match.group("text")
+    return f"rank {rank}", text
 
 
 def read_rank_results(status_dir: Path, ranks: int, started_wall: float) -> list[ProcessResult]:

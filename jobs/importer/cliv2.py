@@ -112,17 +112,22 @@ def read(source: Source, ctx: Context) -> list[Draft]:
     run["compute"] = map_compute(ctx, draft, job.get("compute"), _line_of(document, "compute", line))
     if "inputs" in job:
         run["inputs"] = _inputs(draft, job["inputs"], document.get("inputs"))
-    for key in ("outputs", "environment_variables", "resources"):
-        if key in job:
-            run[key] = job[key]
-    if "environment_variables" in run and isinstance(run["environment_variables"], dict):
-        run["environment_variables"] = {k: v if isinstance(v, str) else str(v)
-                                        for k, v in run["environment_variables"].items()}
+    run.update(copied_fields(job))
     run["distribution"] = distribution(draft, job.get("distribution"), job.get("resources"))
     for key in job:
         if key not in run and key not in ("$schema", "type", "name", "code", "environment", "compute", "distribution"):
             run[key] = job[key]  # limits, identity, services, queue_settings... and anything the model refuses
     return [draft]
+
+
+def copied_fields(job: dict[str, Any]) -> dict[str, Any]:
+    """A job's (or a step's) ``outputs``, ``environment_variables`` and ``resources``, as the stack file takes
+    them: environment variable values as text, as Azure ML sets them."""
+    out: dict[str, Any] = {key: job[key] for key in ("outputs", "environment_variables", "resources") if key in job}
+    if isinstance(out.get("environment_variables"), dict):
+        out["environment_variables"] = {k: v if isinstance(v, str) else str(v)
+                                        for k, v in out["environment_variables"].items()}
+    return out
 
 
 def _current_schema(draft: Draft, job: dict[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from infra import bounded
 from jobs.importer.base import Draft
 from model import NAMESPACE
+from model.errors import UserError
 from model.pipelines import PipelineJob, SweepJob
 from model.runs import Run
 
@@ -110,8 +112,14 @@ def _mapping_indent(text: str) -> int:
 
 
 def append_to_stack(path: Path, drafts: list[Draft]) -> str:
-    """The stack file's text with the drafts appended (nothing is written; see :func:`write_atomically`)."""
-    text = path.read_text(encoding="utf-8")
+    """The stack file's text with the drafts appended (nothing is written; see :func:`write_atomically`). The
+    file is read within the stack file's bounds (:data:`infra.bounded.STACK_FILE`) before ruamel, which is
+    recursive, reads it again."""
+    try:
+        text = bounded.read_text(path, bounded.STACK_FILE)
+        bounded.check(text, bounded.STACK_FILE)
+    except bounded.BoundedInputError as err:  # it changed since it was read and checked
+        raise UserError(f"cannot read the stack file: {err}", file=str(path)) from None
     mapping = _mapping_indent(text)
     _, sequence, offset = load_yaml_guess_indent(text)
     if offset is None:  # no block sequence in the file yet: the usual "- " under the key

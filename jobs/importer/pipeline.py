@@ -24,7 +24,16 @@ import dataclasses
 from typing import Any
 
 from jobs.importer.base import Draft, ImportInputError, Source, slug
-from jobs.importer.cliv2 import NO_DISTRIBUTION_NOTE, _inputs, _line_of, _plain, distribution, environment, load_yaml
+from jobs.importer.cliv2 import (
+    NO_DISTRIBUTION_NOTE,
+    _inputs,
+    _line_of,
+    _plain,
+    copied_fields,
+    distribution,
+    environment,
+    load_yaml,
+)
 from jobs.importer.mapping import Context, map_compute, project_path
 from model.pipelines import PIPELINE, SWEEP
 
@@ -137,12 +146,7 @@ def _step(ctx: Context, draft: Draft, source: Source, name: str, step: Any, line
         out["compute"] = map_compute(ctx, draft, step.get("compute"), line)
     if "inputs" in step:
         out["inputs"] = _inputs(draft, step["inputs"], node.get("inputs") if isinstance(node, dict) else None)
-    for key in ("outputs", "environment_variables", "resources"):
-        if key in step:
-            out[key] = step[key]
-    if "environment_variables" in out and isinstance(out["environment_variables"], dict):
-        out["environment_variables"] = {k: v if isinstance(v, str) else str(v)
-                                        for k, v in out["environment_variables"].items()}
+    out.update(copied_fields(step))
     if "distribution" in step or "distribution" not in component_document:
         out["distribution"] = distribution(draft, step.get("distribution"), step.get("resources"))
     for key in step:

@@ -65,6 +65,7 @@ from jobs.importer.static import (
     ScriptTooLarge,
     Unknown,
     evaluate,
+    parse,
 )
 from model.runs import is_remote_path
 
@@ -114,7 +115,7 @@ def read(source: Source, ctx: Context) -> list[Draft]:
     commands = [c for c in module.calls if c.name == "command" and c.qualified.startswith(("azure.ai.ml", "command"))]
     if not runs and not commands:
         hint = ""
-        unread = _unread_call(text)
+        unread = _unread_call(text, str(source.path.resolve()))
         if unread is not None:
             raise ImportInputError(
                 f"{unread[1]}(...) is called inside a function, class or loop, which import does not follow: "
@@ -146,11 +147,11 @@ def read(source: Source, ctx: Context) -> list[Draft]:
 # ------------------------------------------------------------------------------------------ shared
 
 
-def _unread_call(text: str) -> tuple[int, str] | None:
+def _unread_call(text: str, script: str) -> tuple[int, str] | None:
     """The first ``ScriptRunConfig(...)``/``command(...)`` call anywhere in the text, by its name only."""
     import ast
 
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(parse(text, script)):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""

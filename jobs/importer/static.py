@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import ast
 import posixpath
-import re
 import string
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
+
+from infra import bounded
+from infra import regex as linear
 
 KNOWN_CALLS = frozenset({
     # SDK v1 (azureml-core)
@@ -44,11 +46,11 @@ SUBMITTED = "submitted:"
 _FUNCTIONS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath"})
 """Module functions followed like builtins (``str``, ``Path``...), not as methods of a value."""
 
-MAX_SCRIPT_BYTES = 1024 * 1024
+MAX_SCRIPT_BYTES = bounded.SUBMISSION_SCRIPT.max_bytes
 """The largest script read: a submission script is a few hundred lines."""
-MAX_NODES = 200_000
-"""The most syntax-tree nodes a script may have (1 MiB of Python is at most about 300,000)."""
-MAX_DEPTH = 100
+MAX_NODES = bounded.SUBMISSION_SCRIPT.max_nodes
+"""The most syntax-tree nodes a script may have."""
+MAX_DEPTH = bounded.SUBMISSION_SCRIPT.max_depth
 """The deepest nesting of the syntax tree followed (a submission script needs about 20). Python builds
 deeper trees from flat text (``1+1+1...``, ``a.b.b.b...``) and walking them recursively would fail."""
 MAX_VALUE_SIZE = 1 << 16
@@ -603,7 +605,7 @@ def _bounded_spec(spec: str) -> bool:
     return not any(ch in spec for ch in "{*") and _LONG_NUMBER.search(spec) is None
 
 
-_LONG_NUMBER = re.compile(r"[0-9]{4,}")
+_LONG_NUMBER = linear.compile(r"[0-9]{4,}")
 
 
 def _bounded_template(template: str) -> bool:
@@ -647,17 +649,12 @@ def parse(source: str, script: str) -> ast.Module:
     """``source`` (the text of the script at ``script``) as a syntax tree, within the import's bounds.
 
     Raises ``SyntaxError`` for text that is not Python and :class:`ScriptTooLarge` for a script past the
-    bounds (:data:`MAX_NODES`, :data:`MAX_DEPTH`, or a tree Python itself cannot build).
+    bounds (:data:`infra.bounded.SUBMISSION_SCRIPT`: nodes, depth, or a tree Python itself cannot build).
     """
     try:
-        tree = ast.parse(source, filename=script)
-    except (RecursionError, MemoryError):  # "maximum recursion depth exceeded during ast construction"
-        raise ScriptTooLarge(f"nested too deeply for Python to read (more than {MAX_DEPTH} levels are not "
-                             "followed)") from None
-    except ValueError as err:  # a NUL byte (Python 3.11 raises ValueError for it, later versions SyntaxError)
-        raise SyntaxError(str(err)) from None
-    check_tree(tree)
-    return tree
+        return bounded.parse_python(source, script, bounded.SUBMISSION_SCRIPT)
+    except bounded.BoundedInputError as err:
+        raise ScriptTooLarge(err.message, err.line) from None
 
 
 def evaluate(source: str, script: str) -> Module:
@@ -669,20 +666,3 @@ def evaluate(source: str, script: str) -> Module:
     evaluator = _Evaluator(script)
     evaluator.run(tree.body)
     return Module(names=evaluator.names, calls=evaluator.calls, writes=evaluator.writes)
-
-
-def check_tree(tree: ast.AST) -> None:
-    """Raise :class:`ScriptTooLarge` for a tree of more than :data:`MAX_NODES` nodes or deeper than
-    :data:`MAX_DEPTH` (walked without recursion, so any tree is checked)."""
-    count = 0
-    pending: list[tuple[ast.AST, int]] = [(tree, 0)]
-    while pending:
-        node, depth = pending.pop()
-        count += 1
-        if count > MAX_NODES:
-            raise ScriptTooLarge(f"more than {MAX_NODES:,} syntax nodes: too large to be a submission script",
-                                 getattr(node, "lineno", None))
-        if depth > MAX_DEPTH:
-            raise ScriptTooLarge(f"nested more than {MAX_DEPTH} levels deep: not a submission script the import "
-                                 "can follow", getattr(node, "lineno", None))
-        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))

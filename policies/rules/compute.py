@@ -9,10 +9,10 @@ auth unless told otherwise) and the project's GPU size catalogue.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from infra import regex as linear
 from infra import skus
 from policies.rule import resource_rule
 from policies.wire import get, inputs, is_false, is_true, known, same
@@ -44,9 +44,13 @@ def _instance(resource: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return props
 
 
+_DURATION = linear.compile(rf"P(?:([{linear.DIGIT}]+)D)?(?:T(?:([{linear.DIGIT}]+)H)?(?:([{linear.DIGIT}]+)M)?"
+                           rf"(?:([{linear.DIGIT}]+)S)?)?")
+
+
 def _minutes(duration: Any) -> float | None:
     """An ISO 8601 duration such as ``PT15M`` or ``PT1H30M`` in minutes (None when unreadable)."""
-    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?", str(duration or ""))
+    match = _DURATION.fullmatch(str(duration or ""))
     if not match or duration in ("P", "PT"):
         return None
     days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
