@@ -11,11 +11,11 @@ than any run of backticks in what it holds.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 
 from amlgpu.outcome import StackOutcome, worst
 from amlgpu.render import hourly_cost
+from policies.markdown import code, fenced
 
 COMMENT_LIMIT = 60_000
 """Characters: GitHub refuses a comment over 65,536, and the publisher adds a marker line."""
@@ -23,27 +23,6 @@ NOTE_ROOM = 300
 """Characters kept for each stack whose section comes later: at least its one-line note always fits."""
 
 _ICONS = {"passed": "✅", "failed": "❌", "bad input": "⛔"}
-_BACKTICKS = re.compile(r"`+")
-
-
-def _fence_for(text: str, char: str = "`", least: int = 1) -> str:
-    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0) if char == "`" else 0
-    return char * max(least, longest + 1)
-
-
-def code(text: str, *, cell: bool = False) -> str:
-    """``text`` as an inline code span (nothing in it is markdown); ``cell``: in a table row, where a ``|``
-    ends the cell even inside a code span unless escaped."""
-    fence = _fence_for(text)
-    inner = f" {text} " if text.startswith("`") or text.endswith("`") else text
-    span = f"{fence}{inner}{fence}"
-    return span.replace("|", "\\|") if cell else span
-
-
-def fenced(text: str) -> str:
-    """``text`` as a fenced code block."""
-    fence = _fence_for(text, least=3)
-    return f"{fence}text\n{text.rstrip()}\n{fence}"
 
 
 def _order(outcome: StackOutcome) -> tuple[int, str]:
@@ -75,8 +54,8 @@ def pr_comment(outcomes: Sequence[StackOutcome], *, deleted: Sequence[str] = (),
         lines += ["| Stack | Verdict | Mandatory | Advisory | Cost/h at max nodes (USD) |", "|---|---|---:|---:|---:|"]
         for o in outcomes:
             counts = ("-", "-", "-") if o.error is not None else (str(o.mandatory), str(o.advisory), hourly_cost(o))
-            lines.append(f"| {code(o.stack, cell=True)} | {_ICONS[o.verdict]} {o.verdict} | {' | '.join(counts)} |")
-        lines += [f"| {code(name, cell=True)} | 🗑️ deleted | - | - | - |" for name in deleted]
+            lines.append(f"| {code(o.stack)} | {_ICONS[o.verdict]} {o.verdict} | {' | '.join(counts)} |")
+        lines += [f"| {code(name)} | 🗑️ deleted | - | - | - |" for name in deleted]
         lines.append("")
     if since is not None:
         if not outcomes:

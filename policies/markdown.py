@@ -43,10 +43,20 @@ def text(value: Any) -> str:
     return "".join(out)
 
 
+def _fence(text: str, least: int) -> str:
+    """Backticks longer than any run of them in ``text``: nothing inside can close the span or block."""
+    return "`" * max(least, max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+
+
 def code(value: Any) -> str:
     """``value`` as a code span on one line, whatever backticks it holds, safe in a table cell."""
     flat = " ".join(str(value).split())
-    longest = max((len(run) for run in _BACKTICKS.findall(flat)), default=0)
-    fence = "`" * (longest + 1)
+    fence = _fence(flat, 1)
     padded = f" {flat} " if flat.startswith("`") or flat.endswith("`") or not flat.strip() else flat
     return f"{fence}{padded.replace('|', chr(92) + '|')}{fence}"
+
+
+def fenced(value: str) -> str:
+    """``value`` verbatim as a fenced code block (error messages): no fence inside it can end the block."""
+    fence = _fence(value, 3)
+    return f"{fence}text\n{value.rstrip()}\n{fence}"

@@ -219,7 +219,7 @@ def test_the_comment_keeps_within_githubs_limit_and_the_stacks_that_need_review_
 def test_stack_names_are_code_spans_in_the_comment(name: str, span: str) -> None:
     from amlgpu.comment import code
 
-    assert code(name, cell=True) == span
+    assert code(name) == span
 
 
 def test_the_providers_type_aliases_are_dropped_and_nothing_recorded_changes(monkeypatch: pytest.MonkeyPatch) -> None:
