@@ -47,7 +47,18 @@ def plain(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with our exit code for usage errors and help without docstring markup."""
+    """argparse with our exit code for usage errors, help without docstring markup and descriptions (the
+    commands' docstrings) laid out as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_actions(self) -> Any:
+        """The required ``ACTION`` of a command that has several (``amlgpu job show|logs|cancel``)."""
+        actions = self.add_subparsers(dest="action", metavar="ACTION", parser_class=type(self))
+        actions.required = True
+        return actions
 
     def format_help(self) -> str:
         return plain(super().format_help())
@@ -87,7 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="Distributed GPU training on Azure Machine Learning, as code:\n"
         "plan the Pulumi stack offline, check it against policy, emulate runs locally, submit them.",
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"amlgpu {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -198,6 +198,15 @@ def save(path: Path, entries: dict[str, Any]) -> None:
     path.write_text(json.dumps({**previous, **entries}, indent=2, sort_keys=True) + "\n")
 
 
+def publish(path: Path, entries: dict[str, Any], table: str, markdown_path: Path | None) -> None:
+    """Save ``entries`` (:func:`save`), write the markdown ``table`` where asked, and print it."""
+    save(path, entries)
+    if markdown_path:
+        markdown_path.write_text(table)
+    print(table)
+    print(f"results: {path}", file=sys.stderr)
+
+
 def build_cases(workdir: Path, sizes: tuple[int, ...]) -> list[Case]:
     """The floor, the dev stack and one generated project per size, under ``workdir``."""
     floor = workdir / "floor.py"
@@ -323,12 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratios(summary, largest),
         "memory_growth": memory_growth(summary, sizes),
     }
-    save(args.json, result)
-    table = markdown(result)
-    if args.markdown:
-        args.markdown.write_text(table)
-    print(table)
-    print(f"results: {args.json}", file=sys.stderr)
+    publish(args.json, result, markdown(result), args.markdown)
     return 0
 
 

@@ -193,12 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         "cases": summary,
         "ratios": ratios(summary),
     }
-    plan_bench.save(args.json, {"stacks": result})
-    table = markdown(result)
-    if args.markdown:
-        args.markdown.write_text(table)
-    print(table)
-    print(f"results: {args.json} (stacks)", file=sys.stderr)
+    plan_bench.publish(args.json, {"stacks": result}, markdown(result), args.markdown)
     return 0
 
 

@@ -241,7 +241,6 @@ def register(sub: Any) -> None:
         "doctor",
         help="check this machine (Python, packages, Pulumi CLI, Azure login, mpirun, torch, GPUs) and say what to do",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="stdout format")
     parser.set_defaults(func=run)

@@ -33,7 +33,6 @@ def register(sub: Any) -> None:
         "import",
         help="turn Azure ML job YAML and SDK v1/v2 scripts into stack entries",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("paths", metavar="PATH", nargs="+", type=Path, help="job files (.yml) and scripts (.py)")
     parser.add_argument("--stack", "-s", help="map to (and with --write, append to) Pulumi.<stack>.yaml")

@@ -66,7 +66,6 @@ def register(sub: Any) -> None:
         "init",
         help="write a commented stack file (Pulumi.<stack>.yaml) that plans clean",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--stack", "-s", required=True, help="stack name: writes Pulumi.<stack>.yaml")
     parser.add_argument("--sku", default=DEFAULT_SKU, help=f"GPU VM size of the cluster (default {DEFAULT_SKU})")

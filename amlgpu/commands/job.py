@@ -27,10 +27,8 @@ def register(sub: Any) -> None:
         "job",
         help="a submitted job: show its status, stream its logs, cancel it",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
-    actions.required = True
+    actions = parser.add_actions()
     for action, aliases, text in (
         ("show", [], "the job's status and studio link"),
         ("stream", ["logs"], "the job's logs until it ends; exit 0 when it completed, 1 otherwise"),

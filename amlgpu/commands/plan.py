@@ -56,7 +56,6 @@ def register(sub: Any) -> None:
         "plan",
         help="plan a stack offline (Pulumi mock engine) and check it against the policy pack",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--stack", "-s", action="append", dest="stacks", metavar="STACK",

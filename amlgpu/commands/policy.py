@@ -20,10 +20,9 @@ from model.errors import EXIT_OK, EXIT_POLICY, UserError
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("policy", help="list the policy rules, or generate their docs page", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
-    actions.required = True
+    parser = sub.add_parser("policy", help="list the policy rules, or generate their docs page",
+                            description=__doc__)
+    actions = parser.add_actions()
 
     listing = actions.add_parser("list", help="list every rule")
     listing.add_argument("--format", choices=("table", "json"), default="table")

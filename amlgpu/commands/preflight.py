@@ -41,7 +41,6 @@ def register(sub: Any) -> None:
         help="read-only checks of what would stop the first pulumi up (providers, quota, sizes, permissions, names, "
         "keys, DNS, the upload's network path)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
     parser.add_argument("--offline", action="store_true", help="only the offline half: no credentials, no calls")

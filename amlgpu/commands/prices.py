@@ -41,10 +41,8 @@ def register(sub: Any) -> None:
         "prices",
         help="the pricing table: refresh it from Azure's Retail Prices API, or show it",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    what = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
-    what.required = True
+    what = parser.add_actions()
     refresh = what.add_parser("refresh", help="rewrite the table from the Retail Prices API (online)")
     refresh.add_argument("--region", action="append", metavar="R",
                          help="an ARM region name (eastus2); repeat for more (default: the table's regions)")

@@ -50,7 +50,6 @@ def register(sub: Any) -> None:
         "run-local",
         help="run a declared distributed run on this machine with Azure ML's launch contract",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("job", metavar="JOB", help="the run's name (a name under aml-gpu-training:jobs)")
     parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")

@@ -26,7 +26,6 @@ def register(sub: Any) -> None:
         "schema",
         help="print the stack file's JSON Schema (for editors), or check/write the committed copy",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--reference", action="store_true", help="print the config reference (Markdown) instead")

@@ -37,7 +37,6 @@ def register(sub: Any) -> None:
         "submit",
         help="submit a declared run to the stack's Azure ML workspace and follow it to the end",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("job", metavar="JOB", help="the run's (pipeline's, sweep's) name in aml-gpu-training:jobs")
     parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
