@@ -88,6 +88,18 @@ class ArmReader:
         return json.loads(text) if text else {}
 
 
+def default_credential() -> TokenCredential:
+    """azure-identity's ``DefaultAzureCredential`` (``AZURE_*`` variables, workload or managed identity, ``az
+    login``), quiet: azure-identity logs every credential it tried (a dozen lines on stderr, through
+    logging's last-resort handler) before it raises, and the caller says why sign-in failed in one line."""
+    import logging
+
+    from azure.identity import DefaultAzureCredential
+
+    logging.getLogger("azure").addHandler(logging.NullHandler())
+    return DefaultAzureCredential()
+
+
 def public_ip(
     *, transport: HttpTransport[Any, Any] | None = None, url: str = "https://api.ipify.org?format=json"
 ) -> str:

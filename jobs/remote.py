@@ -38,10 +38,10 @@ def ml_client(workspace: WorkspaceRef, *, credential: Any = None, **kwargs: Any)
     from azure.ai.ml import MLClient
 
     if credential is None:
-        from azure.identity import DefaultAzureCredential
+        from infra.arm import default_credential
 
         try:
-            credential = DefaultAzureCredential()
+            credential = default_credential()
         except ValueError as err:  # AZURE_TOKEN_CREDENTIALS naming no credential
             raise UserError(f"cannot sign in to Azure: {err}") from None
     return MLClient(credential, workspace.subscription_id, workspace.resource_group, workspace.name, **kwargs)

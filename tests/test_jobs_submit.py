@@ -528,3 +528,6 @@ def test_with_no_network_submit_reaches_azure_sign_in_and_ends_in_one_line(proje
     assert len(errors) == 1 and errors == done.stderr.splitlines()[-1:]
     assert errors[0].startswith("error: cannot sign in to Azure (az login, a managed identity, or AZURE_* variables "
                                 "of a service principal): ")
+    # azure-identity's log of every credential it tried (a dozen lines through logging's last resort) is not shown
+    other = [line for line in done.stderr.splitlines() if not line.startswith(("Checking run", "note: ", "error: "))]
+    assert other == [], done.stderr

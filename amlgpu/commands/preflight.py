@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 from typing import Any
 
@@ -103,12 +102,10 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
     if not subscription:
         reason = f"no subscription: set {SUBSCRIPTION_KEY}, AZURE_SUBSCRIPTION_ID or --subscription"
         return preflight.unknown_rows(reason, "give the subscription and re-run"), reason
-    # azure-identity logs every credential it tried (a dozen lines, on stderr): the one line below says it.
-    logging.getLogger("azure").addHandler(logging.NullHandler())
-    if credential is None:
-        from azure.identity import DefaultAzureCredential  # looked up only now: --offline never gets here
+    if credential is None:  # looked up only now: --offline never gets here
+        from infra.arm import default_credential
 
-        credential = DefaultAzureCredential()
+        credential = default_credential()
     try:
         token = credential.get_token(SCOPE)
     except ClientAuthenticationError as err:
