@@ -154,7 +154,9 @@ def train(args: argparse.Namespace, env: distenv.Dist) -> float:
             if boundary:
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
-            totals += torch.tensor([loss.item() * len(x), len(x)], dtype=torch.float64, device=env.device)
+            # Summed on the device: loss.item() here would wait for the GPU at every step.
+            totals[0] += loss.detach().double() * len(x)
+            totals[1] += len(x)
         dist.all_reduce(totals)
         mean_loss = (totals[0] / totals[1]).item()
         seconds = time.perf_counter() - started
