@@ -29,7 +29,7 @@ def _plan_text(project: Path, stack: str, monkeypatch: pytest.MonkeyPatch,
     return capsys.readouterr().out
 
 
-def test_the_dev_plan_names_every_advisory_finding_and_what_is_not_priced(
+def test_the_dev_plan_names_every_advisory_finding_and_its_cost(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     project = make_project(tmp_path / "project", dev_config(), stack="dev")
     out = _plan_text(project, "dev", monkeypatch, capsys)
@@ -43,8 +43,11 @@ def test_the_dev_plan_names_every_advisory_finding_and_what_is_not_priced(
         assert re.fullmatch(rf"  Pulumi\.dev\.yaml:\d+  {finding.rule.id}  \[{finding.rule.severity}\]  .+", line)
     severities = [line.split("[", 1)[1].split("]", 1)[0] for line in listed]
     assert severities == sorted(severities, key=["critical", "high", "medium", "low"].index)  # most severe first
-    assert "Not priced: gpu-a100 (Standard_ND96asr_v4 in westeurope, dedicated), image-builder (Standard_DS3_v2 in " \
-           "westeurope, dedicated)." in out
+    # 2 x 35.357 (Standard_ND96asr_v4, westeurope) + 1 x 0.272 (Standard_DS3_v2, westeurope), the pricing radar's
+    # items of 2026-08-22; each cluster's ceiling rounded to cents, as cost.json has them.
+    assert ("Cost at list price: 70.98 USD/h with every cluster at max nodes (gpu-a100 2 x 35.36, image-builder 1 x "
+            "0.27), 0.00 USD/month idle floor (cost.json).") in out
+    assert "Not priced" not in out
 
 
 def test_advisory_findings_past_the_cap_are_counted_towards_policy_md(tmp_path: Path) -> None:

@@ -471,7 +471,7 @@ CASES = [
          "ddp-per-process", "is not registered by this stack"),
     # budgets: the cluster moved to a size and region the shipped pricing table prices (H100, eastus2)
     Case("stack-hourly-ceiling", lambda b: aml(b)["scaleSettings"].update(maxNodeCount=4), WORKSPACE,
-         "at least $393.28 (price unknown for image-builder) per hour, over the budget of $250.00 per hour",
+         "all clusters at max nodes cost $393.55 per hour, over the budget of $250.00 per hour",
          comply=priced_h100, pack_config={"stack-hourly-ceiling": {"max_usd_per_hour": 250}}),
     Case("run-cost-ceiling", run_setting("ddp-per-process", "spec.resources.instance_count", 4), "ddp-per-process",
          "4 node(s) x $98.32 per hour x 2 h timeout = $786.56, over the budget of $500.00 per run",

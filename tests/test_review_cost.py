@@ -1,7 +1,8 @@
 """What a stack and its runs cost (``cost.json``), and the budget rules that judge it with the pack's parameters.
 
 The policy baseline (the real plan of the dev stack plus five runs, a pipeline and a sweep) is moved to eastus2
-on H100 nodes, a size and region the shipped pricing table prices (98.32 USD per node-hour).
+on H100 nodes, a size and region the shipped pricing table prices (98.32 USD per node-hour). Where a test needs
+a cluster the table cannot price, it moves it to japaneast, a region the table does not cover.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.test_policy_baseline import Baseline, baseline
 COMPUTE = "azure-native:machinelearningservices:Compute"
 H100 = "Standard_ND96isr_H100_v5"
 RATE = 98.32
+UNPRICED_REGION = "japaneast"
 
 
 def on_h100(min_nodes: int = 1, max_nodes: int = 4, priority: str = "Dedicated", region: str = "eastus2") -> Baseline:
@@ -31,12 +33,18 @@ def on_h100(min_nodes: int = 1, max_nodes: int = 4, priority: str = "Dedicated",
     return b
 
 
+def unpriced_builder(b: Baseline) -> Baseline:
+    """The image-build cluster (Standard_DS3_v2, priced where the workspace is) moved where the table has no figure."""
+    b.inputs(COMPUTE, "image-builder")["location"] = UNPRICED_REGION
+    return b
+
+
 def cost_of(b: Baseline) -> dict[str, Any]:
     return estimate(Stack(b.resources, b.runs), load()).to_json()
 
 
 def test_cluster_ceiling_floor_and_run_figures() -> None:
-    cost = cost_of(on_h100())
+    cost = cost_of(unpriced_builder(on_h100()))
     cluster = next(c for c in cost["clusters"] if c["name"] == "gpu-a100")
     assert cluster["node_usd_per_hour"] == RATE and cluster["price"]["date"] == "2024-08-18"
     assert cluster["ceiling_usd_per_hour"] == round(4 * RATE, 2)
@@ -44,7 +52,7 @@ def test_cluster_ceiling_floor_and_run_figures() -> None:
     run = next(r for r in cost["runs"] if r["name"] == "ddp-per-process")
     assert (run["nodes"], run["timeout_s"]) == (2, 7200)
     assert run["usd_per_hour"] == round(2 * RATE, 2) and run["ceiling_usd"] == round(2 * RATE * 2, 2)
-    # The image-build cluster (Standard_DS3_v2) is not in the table: the stack's sum is unknown, not partial.
+    # The image-build cluster's size has no figure in its region: the stack's sum is unknown, not partial.
     assert next(c for c in cost["clusters"] if c["name"] == "image-builder")["node_usd_per_hour"] == UNKNOWN
     assert cost["stack"]["ceiling_usd_per_hour"] == UNKNOWN
 
@@ -53,8 +61,9 @@ def test_cluster_ceiling_floor_and_run_figures() -> None:
     ("label", "variant", "node", "ceiling", "floor"),
     [
         ("tier not in the table", on_h100(priority="LowPriority"), UNKNOWN, UNKNOWN, UNKNOWN),
-        ("region not in the table", on_h100(region="westeurope"), UNKNOWN, UNKNOWN, UNKNOWN),
-        ("zero min nodes cost nothing at any price", on_h100(min_nodes=0, region="westeurope"), UNKNOWN, UNKNOWN, 0.0),
+        ("region not in the table", on_h100(region=UNPRICED_REGION), UNKNOWN, UNKNOWN, UNKNOWN),
+        ("zero min nodes cost nothing at any price", on_h100(min_nodes=0, region=UNPRICED_REGION), UNKNOWN, UNKNOWN,
+         0.0),
     ],
 )
 def test_unknown_is_never_zero(label: str, variant: Baseline, node: Any, ceiling: Any, floor: Any) -> None:
@@ -94,7 +103,7 @@ def test_budget_rules_fire_with_the_pack_parameters_and_name_figure_and_budget()
         "run-cost-ceiling": {"max_usd_per_run": 300},
         "cluster-idle-floor": {"max_usd_per_month": 100000},
     }
-    found = _budget_findings(on_h100(), pack)
+    found = _budget_findings(unpriced_builder(on_h100()), pack)
     assert set(found) == {"stack-hourly-ceiling", "run-cost-ceiling"}
     (stack_text,) = found["stack-hourly-ceiling"]
     assert "at least $393.28 (price unknown for image-builder) per hour" in stack_text
@@ -108,7 +117,7 @@ def test_budget_rules_fire_with_the_pack_parameters_and_name_figure_and_budget()
 
 def test_budget_rules_judge_only_what_the_table_prices() -> None:
     pack = {"stack-hourly-ceiling": {"max_usd_per_hour": 0}, "run-cost-ceiling": {"max_usd_per_run": 0}}
-    found = _budget_findings(on_h100(min_nodes=0, region="westeurope"), pack)
+    found = _budget_findings(unpriced_builder(on_h100(min_nodes=0, region=UNPRICED_REGION)), pack)
     assert found == {}
 
 

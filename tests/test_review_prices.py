@@ -80,6 +80,77 @@ def test_every_figure_taken_from_the_skypilot_catalogue_is_its_recorded_row() ->
     assert all((region, builder) in taken for region in {region for region, _ in rows})
 
 
+RADAR_ITEMS = FIXTURES / "azure-pricing-radar-vm-europe.json"
+RADAR_ALIASES = {"ND96asr_A100_v4": "Standard_ND96asr_v4"}
+"""The one meter whose skuName is not its size's name (see the fixture README): NDasr A100 v4's only size."""
+RADAR_SECOND_METERS = {"ND96asrA100v4_NU": "Standard_ND96asr_v4", "ND96amsA100v4": "Standard_ND96amsr_A100_v4"}
+"""Second Linux meters under the series of one size, kept in the fixture to show they bill the same price."""
+
+
+def _meter(sku_name: str) -> str:
+    """A skuName less its tier suffix."""
+    return re.sub(r" (Spot|Low Priority)$", "", sku_name)
+
+
+def _radar_size(sku_name: str, sizes: set[str]) -> str | None:
+    """The size an item of the recorded listings prices: its skuName, less the tier suffix, is the size's name
+    without ``Standard_``, underscores and spaces (``NC4as T4 v3``, ``ND96isrH100v5``, ``Standard_NC24ads_A100_v4``),
+    or one of :data:`RADAR_ALIASES`."""
+    def key(text: str) -> str:
+        return re.sub(r"[_ ]", "", text.lower().removeprefix("standard_"))
+
+    name = _meter(sku_name)
+    return RADAR_ALIASES.get(name) or {key(size): size for size in sizes}.get(key(name))
+
+
+def _radar_listings() -> dict[str, dict[str, dict[str, Any]]]:
+    listings: dict[str, dict[str, dict[str, Any]]] = json.loads(RADAR_ITEMS.read_text())
+    return listings
+
+
+def test_every_figure_taken_from_the_pricing_radar_is_what_refresh_reads_from_its_recorded_items() -> None:
+    """The European figures are exactly what the table's own API reader (``from_retail_items``: Linux items only,
+    one price per size, region and tier) takes from the recorded listings, for the sizes a stack can use, in the
+    pay-as-you-go and Low Priority tiers (Spot prices move): each figure equals its item, and no item is left out."""
+    builder = ImageBuildCompute.model_fields["size"].default
+    usable = {size for size, sku in CATALOGUE.items() if sku.retired is None} | {builder}
+    items = [{**item, "type": key.split("|")[2], "armSkuName": _radar_size(item["skuName"], usable)}
+             for listing in _radar_listings().values() for key, item in listing.items()
+             if _meter(item["skuName"]) not in RADAR_SECOND_METERS
+             and "Expired" not in item["meterName"]]  # a retired promotion's meter, not the size's price
+    assert all(item["armSkuName"] for item in items)
+    read = {key: price.usd_per_hour for key, price in prices.from_retail_items(
+        items, date="2026-08-22", sizes=usable).items() if key[2] != "spot"}
+    data = json.loads(prices.DEFAULT_TABLE.read_text())
+    figures = {(region, size, tier): figure for region, sizes in data["regions"].items()
+               for size, tiers in sizes.items() for tier, figure in tiers.items()
+               if "azure-pricing-radar" in figure["source"]}
+    assert {key: figure["usd_per_hour"] for key, figure in figures.items()} == read
+    assert {figure["date"] for figure in figures.values()} == {"2026-08-22"}
+    assert {region for region, _, _ in figures} == {"westeurope", "northeurope", "swedencentral", "francecentral"}
+    assert all((region, builder, "dedicated") in figures for region, _, _ in figures)
+    assert read["westeurope", "Standard_ND96asr_v4", "dedicated"] == 35.357  # the dev stack's GPU size
+
+
+def test_a_second_meter_of_a_size_bills_the_figure_the_table_takes() -> None:
+    """``ND96asrA100v4_NU`` (NDasr A100 v4) and ``ND96amsA100v4`` (NDamsr A100 v4) are Linux meters of the same series
+    as the size the table prices: in every region and tier they show the table's figure, so whichever meter Azure
+    bills, the price holds."""
+    table = prices.load()
+    checked = set()
+    for listing in _radar_listings().values():
+        for item in listing.values():
+            size = RADAR_SECOND_METERS.get(_meter(item["skuName"]))
+            tier = prices.tier_of({**item, "type": "Consumption"})
+            if size is None or tier in (None, "spot"):
+                continue
+            figure = table.price(size, item["armRegionName"], tier)
+            assert figure is not None and figure.usd_per_hour == item["retailPrice"], item
+            checked.add((item["armRegionName"], size))
+    assert checked == {("westeurope", "Standard_ND96asr_v4"), ("westeurope", "Standard_ND96amsr_A100_v4"),
+                       ("swedencentral", "Standard_ND96amsr_A100_v4"), ("francecentral", "Standard_ND96amsr_A100_v4")}
+
+
 def test_every_figure_names_its_source_plainly() -> None:
     """A repository, a path and a commit (or a page) for every figure: nothing "found by code search"."""
     data = json.loads(prices.DEFAULT_TABLE.read_text())
@@ -140,7 +211,9 @@ def test_a_size_region_or_tier_not_in_the_table_is_unknown_never_zero() -> None:
     assert table.price("standard_nd96isr_h100_v5", "East US 2", "dedicated") is not None  # Azure ignores case
     for size, region, tier in [
         ("Standard_ND96isr_H100_v5", "eastus2", "low_priority"),
-        ("Standard_ND96isr_H100_v5", "westeurope", "dedicated"),
+        ("Standard_ND96isr_H100_v5", "japaneast", "dedicated"),  # a region no recorded source covers
+        ("Standard_ND96isr_H200_v5", "northeurope", "low_priority"),  # the series has no Low Priority meter there
+        ("Standard_ND96asr_v4", "northeurope", "dedicated"),  # the listing has no NDasr A100 v4 item there
         ("Standard_NC4as_T4_v3", "eastus2", "low_priority"),
         ("Standard_ND96isr_MI300X_v5", "eastus", "dedicated"),
     ]:
