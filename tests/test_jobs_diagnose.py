@@ -31,6 +31,10 @@ def seen(log: str, facts: frozenset[str] = ON_FABRIC, *, succeeded: bool = False
     ("cuda-oom.txt", ["cuda-oom"]),
     ("cuda-oom-legacy.txt", ["cuda-oom"]),
     ("missing-entry-script.txt", ["missing-entry-script"]),
+    # recorded on an H100 with PyTorch 2.11 and NCCL 2.28 (bench/gpu_check.sh)
+    ("nccl-2.28-duplicate-gpu.txt", ["duplicate-gpu"]),
+    ("nccl-2.28-socket.txt", ["nccl-socket-on-infiniband"]),
+    ("torch-2.11-cuda-oom.txt", ["cuda-oom"]),
 ])
 def test_each_recorded_log_names_its_cause_and_nothing_else(log: str, expected: list[str]) -> None:
     assert seen(log) == expected
