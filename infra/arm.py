@@ -89,13 +89,22 @@ class ArmReader:
 
 
 def default_credential() -> TokenCredential:
-    """azure-identity's ``DefaultAzureCredential`` (``AZURE_*`` variables, workload or managed identity, ``az
-    login``), quiet: azure-identity logs every credential it tried (a dozen lines on stderr, through
-    logging's last-resort handler) before it raises, and the caller says why sign-in failed in one line."""
+    """The credential ``pulumi up`` itself uses, read from the environment, for every Azure call of ours (the
+    build-context upload inside ``pulumi up``, preflight, submit and ``amlgpu job``).
+
+    A service principal given to the Azure provider as ``ARM_CLIENT_ID``/``ARM_CLIENT_SECRET``/``ARM_TENANT_ID``
+    (Terraform's names, which pulumi-azure-native also reads) is used as such; otherwise azure-identity's
+    ``DefaultAzureCredential`` (``AZURE_*`` variables, workload or managed identity, ``az login``), quiet:
+    azure-identity logs every credential it tried (a dozen lines on stderr, through logging's last-resort
+    handler) before it raises, and the caller says why sign-in failed in one line."""
     import logging
+    import os
 
-    from azure.identity import DefaultAzureCredential
+    from azure.identity import ClientSecretCredential, DefaultAzureCredential
 
+    arm = {k: os.environ.get(f"ARM_{k}") for k in ("CLIENT_ID", "CLIENT_SECRET", "TENANT_ID")}
+    if all(arm.values()) and not os.environ.get("AZURE_CLIENT_ID"):
+        return ClientSecretCredential(arm["TENANT_ID"], arm["CLIENT_ID"], arm["CLIENT_SECRET"])  # type: ignore[arg-type]
     logging.getLogger("azure").addHandler(logging.NullHandler())
     return DefaultAzureCredential()
 

@@ -27,7 +27,6 @@ network (docs/operations.md).
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -173,22 +172,6 @@ def upload_context(
     return UploadResult(tuple(uploaded), tuple(skipped))
 
 
-def default_credential() -> Any:
-    """The credential ``pulumi up`` itself would use, read from the environment.
-
-    A service principal given to the Azure provider as ``ARM_CLIENT_ID``/``ARM_CLIENT_SECRET``/
-    ``ARM_TENANT_ID`` (Terraform's names, which pulumi-azure-native also reads) is used as such;
-    otherwise azure-identity's ``DefaultAzureCredential`` (``AZURE_*`` variables, workload identity,
-    managed identity, ``az login``).
-    """
-    from azure.identity import ClientSecretCredential, DefaultAzureCredential
-
-    arm = {k: os.environ.get(f"ARM_{k}") for k in ("CLIENT_ID", "CLIENT_SECRET", "TENANT_ID")}
-    if all(arm.values()) and not os.environ.get("AZURE_CLIENT_ID"):
-        return ClientSecretCredential(arm["TENANT_ID"], arm["CLIENT_ID"], arm["CLIENT_SECRET"])  # type: ignore[arg-type]
-    return DefaultAzureCredential(exclude_interactive_browser_credential=True)
-
-
 # --------------------------------------------------------------------------------------------- provider
 
 
@@ -205,6 +188,8 @@ class BuildContextProvider(ResourceProvider):
     serialize_as_secret_always = False  # the provider holds no secret; its state stays readable
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        from infra.arm import default_credential  # azure-identity only when something is uploaded
+
         try:
             result = upload_context(
                 props["accountName"], props["containerName"], props["prefix"], Path(props["source"]),

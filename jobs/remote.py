@@ -2,8 +2,9 @@
 Azure refuses said in one line, and following a job to its end with the known failure signatures.
 
 Everything goes through azure-ai-ml's ``MLClient`` (its REST clients, and the azure-storage-blob client it
-opens for a code upload). Signing in is ``DefaultAzureCredential``: ``az login``, a managed identity, or a
-service principal's ``AZURE_*`` variables.
+opens for a code upload). Signing in is ``infra.arm.default_credential``, what ``pulumi up`` uses: the
+provider's ``ARM_*`` service principal, else ``DefaultAzureCredential`` (``az login``, a managed identity, or a
+service principal's ``AZURE_*`` variables).
 
 A job ends ``Completed`` (exit 0) or otherwise (``Failed``, ``Canceled``, ``NotResponding``: exit 1).
 """
@@ -33,7 +34,8 @@ COMPLETED = "Completed"
 
 
 def ml_client(workspace: WorkspaceRef, *, credential: Any = None, **kwargs: Any) -> MLClient:
-    """azure-ai-ml's ``MLClient`` for the workspace; ``DefaultAzureCredential`` unless ``credential`` is given.
+    """azure-ai-ml's ``MLClient`` for the workspace; ``infra.arm.default_credential()`` unless ``credential`` is
+    given.
     ``kwargs`` go to every REST client it builds (``transport``, retry settings)."""
     from azure.ai.ml import MLClient
 

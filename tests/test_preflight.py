@@ -393,3 +393,23 @@ def test_plan_writes_the_offline_half(tmp_path: Path, capsys: Any) -> None:
         "clusters": [{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2, "vcpus_per_node": 96}],
     }
     assert "standardNDASv4_A100Family" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("variables", "expected"), [
+    ({"ARM_CLIENT_ID": "c", "ARM_CLIENT_SECRET": "s", "ARM_TENANT_ID": "t"}, "ClientSecretCredential"),
+    ({"ARM_CLIENT_ID": "c", "ARM_CLIENT_SECRET": "s", "ARM_TENANT_ID": "t", "AZURE_CLIENT_ID": "a"},
+     "DefaultAzureCredential"),
+    ({"ARM_CLIENT_ID": "c", "ARM_TENANT_ID": "t"}, "DefaultAzureCredential"),
+])
+def test_every_azure_call_signs_in_as_pulumi_up_does(monkeypatch: pytest.MonkeyPatch, variables: dict[str, str],
+                                                     expected: str) -> None:
+    """One credential for the build-context upload inside ``pulumi up``, preflight, submit and ``amlgpu job``:
+    the provider's ARM_* service principal when it is complete (and AZURE_* names none), else
+    DefaultAzureCredential. Building a credential sends nothing."""
+    from infra.arm import default_credential
+
+    for name in ("ARM_CLIENT_ID", "ARM_CLIENT_SECRET", "ARM_TENANT_ID", "AZURE_CLIENT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert type(default_credential()).__name__ == expected
