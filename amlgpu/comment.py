@@ -14,7 +14,7 @@ import html
 from collections.abc import Sequence
 
 from amlgpu.outcome import StackOutcome, worst
-from amlgpu.render import hourly_cost
+from amlgpu.render import figures
 from policies.markdown import code, fenced
 
 COMMENT_LIMIT = 60_000
@@ -52,9 +52,8 @@ def pr_comment(outcomes: Sequence[StackOutcome], *, deleted: Sequence[str] = (),
                                                                           else ""), ""]
     if outcomes or deleted:
         lines += ["| Stack | Verdict | Mandatory | Advisory | Cost/h at max nodes (USD) |", "|---|---|---:|---:|---:|"]
-        for o in outcomes:
-            counts = ("-", "-", "-") if o.error is not None else (str(o.mandatory), str(o.advisory), hourly_cost(o))
-            lines.append(f"| {code(o.stack)} | {_ICONS[o.verdict]} {o.verdict} | {' | '.join(counts)} |")
+        lines += [f"| {code(o.stack)} | {_ICONS[o.verdict]} {o.verdict} | {' | '.join(figures(o))} |"
+                  for o in outcomes]
         lines += [f"| {code(name)} | 🗑️ deleted | - | - | - |" for name in deleted]
         lines.append("")
     if since is not None:

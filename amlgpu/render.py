@@ -237,11 +237,19 @@ def hourly_cost(outcome: StackOutcome) -> str:
     """A stack's ceiling per hour: the figure, or the least it is when a cluster has no price."""
     ceiling = outcome.ceiling_usd_per_hour
     if isinstance(ceiling, float | int):
-        return f"{ceiling:,.2f}"
+        return _usd(ceiling)
     if ceiling is None:
         return "-"
     least = outcome.priced_ceiling_usd_per_hour
-    return f"{ceiling} (>= {least:,.2f})" if least else str(ceiling)
+    return f"{ceiling} (>= {_usd(least)})" if least else str(ceiling)
+
+
+def figures(outcome: StackOutcome) -> tuple[str, str, str]:
+    """A stack's open mandatory and advisory findings and its cost per hour, as table cells ("-" for a stack
+    whose plan stopped at bad input)."""
+    if outcome.error is not None:
+        return ("-", "-", "-")
+    return (str(outcome.mandatory), str(outcome.advisory), hourly_cost(outcome))
 
 
 def summary_table(outcomes: Sequence[StackOutcome], *, deleted: Sequence[str] = (), unchanged: int = 0,
@@ -250,8 +258,7 @@ def summary_table(outcomes: Sequence[StackOutcome], *, deleted: Sequence[str] = 
     and advisory findings and its cost per hour with every cluster at max nodes; the stacks deleted since
     ``since`` (``--changed-since``); then the count per verdict and the exit code (the worst stack's)."""
     header = ("Stack", "Verdict", "Mandatory", "Advisory", "Cost/h (USD)")
-    rows = [(o.stack, o.verdict, "-", "-", "-") if o.error is not None
-            else (o.stack, o.verdict, str(o.mandatory), str(o.advisory), hourly_cost(o)) for o in outcomes]
+    rows = [(o.stack, o.verdict, *figures(o)) for o in outcomes]
     rows += [(name, "deleted", "-", "-", "-") for name in deleted]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
 

@@ -320,19 +320,22 @@ def write_teams(folder: Path, count: int, *, runs: int = 5) -> list[str]:
     return names
 
 
-def write_project(folder: Path, config: dict[str, Any], stack: str = STACK) -> Path:
-    """A project folder holding the real program and ``Pulumi.<stack>.yaml`` with ``config``.
-
-    The program and project file are copied (the program resolves paths against its own folder); the
-    folders runs and environments point into (``jobs/workloads/``, ``environments/``) are copied: a stack's
-    paths must lead inside its project.
-    """
+def copy_program(folder: Path) -> None:
+    """The real program and project file into ``folder`` (the program resolves paths against its own folder),
+    and the folders runs and environments point into (``jobs/workloads/``, ``environments/``): a stack's paths
+    must lead inside its project."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("Pulumi.yaml", "__main__.py"):
         shutil.copy(ROOT / name, folder / name)
     for name in ("environments", "jobs/workloads"):
         if not (folder / name).exists():
             shutil.copytree(ROOT / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
+
+
+def write_project(folder: Path, config: dict[str, Any], stack: str = STACK) -> Path:
+    """A project folder holding the real program (:func:`copy_program`) and ``Pulumi.<stack>.yaml`` with
+    ``config``."""
+    copy_program(folder)
     (folder / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     return folder
 

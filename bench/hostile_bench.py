@@ -37,9 +37,11 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from model.runs import MAX_COMMAND  # noqa: E402  (bench/ is a folder of scripts, run from the root)
+import gen_stack  # noqa: E402  (bench/ is a folder of scripts, run from the root)
+
+from model.runs import MAX_COMMAND  # noqa: E402
 from model.stackfile import MAX_BYTES  # noqa: E402
 
 STACK = "hostile"
@@ -119,12 +121,7 @@ def dev_config() -> dict[str, Any]:
 
 def write_project(folder: Path, case: str) -> Path:
     """A project in ``folder`` whose ``Pulumi.hostile.yaml`` is 8 MiB of ``case`` (just under the limit)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in ("Pulumi.yaml", "__main__.py"):
-        shutil.copy(ROOT / name, folder / name)
-    for name in ("environments", "jobs/workloads"):
-        shutil.copytree(ROOT / name, folder / name, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", ".*_cache"))
+    gen_stack.copy_program(folder)
     config = dev_config()
     base = len(yaml.safe_dump({"config": config}, sort_keys=False, width=1 << 30))
     CASES[case](config[f"{NS}:jobs"], MAX_BYTES - base - 2 * MAX_COMMAND)

@@ -106,14 +106,15 @@ class Case:
             "runs": self.runs,
             "resources": self.resources,
             "samples": len(self.wall),
-            "wall_s": _spread(self.wall),
-            "cpu_s": _spread(self.cpu),
+            "wall_s": spread(self.wall),
+            "cpu_s": spread(self.cpu),
             "peak_rss_mib": {"median": _r(statistics.median(self.rss_mib), 1), "max": _r(max(self.rss_mib), 1)},
             "exit_codes": sorted(set(self.exit_codes)),
         }
 
 
-def _spread(samples: list[float]) -> dict[str, float]:
+def spread(samples: list[float]) -> dict[str, float]:
+    """Median, least and most of ``samples``, to two decimals (each benchmark's results)."""
     return {"median": _r(statistics.median(samples)), "min": _r(min(samples)), "max": _r(max(samples))}
 
 

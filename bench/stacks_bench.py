@@ -73,15 +73,10 @@ class Series:
             "stacks": self.stacks,
             "processes": len(self.commands),
             "samples": len(self.wall),
-            "wall_s": _spread(self.wall),
-            "cpu_s": _spread(self.cpu),
+            "wall_s": plan_bench.spread(self.wall),
+            "cpu_s": plan_bench.spread(self.cpu),
             "peak_rss_mib": round(statistics.median(self.rss_mib), 1),
         }
-
-
-def _spread(samples: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(samples), 2), "min": round(min(samples), 2),
-            "max": round(max(samples), 2)}
 
 
 def build(workdir: Path, sizes: tuple[int, ...], process_sizes: tuple[int, ...]) -> list[Series]:

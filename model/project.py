@@ -81,6 +81,11 @@ def other_stack_files(root: Path, name: str) -> list[str]:
             if (root / f"Pulumi.{name}{ext}").exists() or (root / f"Pulumi.{name}{ext}").is_symlink()]
 
 
+def stack_names(root: Path) -> list[str]:
+    """Every stack of the project: the ``<stack>`` of each ``Pulumi.<stack>.yaml`` at its root, sorted."""
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
+
+
 def load_stack(name: str, root: Path | None = None) -> LoadedStack:
     """Read and validate ``Pulumi.<name>.yaml``; bad input raises a ConfigError naming the file and key
     (a project whose ``Pulumi.yaml`` moves the stack files elsewhere included: :func:`check_project`)."""
@@ -102,7 +107,7 @@ def load_stack(name: str, root: Path | None = None) -> LoadedStack:
             "a file of the project", key="--stack",
         )
     if not path.is_file():
-        known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
+        known = stack_names(root)
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}? " if close else ""
         raise UserError(f"no stack file {path.name} in {root}; {hint}stacks here: {', '.join(known) or 'none'}",

@@ -21,9 +21,8 @@ import pytest
 import yaml
 
 from amlgpu.changes import affected, select
-from amlgpu.commands.plan import stack_names
 from model.errors import UserError
-from model.project import load_stack
+from model.project import load_stack, stack_names
 from tests.conftest import NS, dev_config, make_project
 from tests.test_plan_stacks import plan as _plan
 

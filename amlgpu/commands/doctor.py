@@ -95,13 +95,13 @@ def check_packages() -> Check:
 
 def check_project(cwd: Path) -> Check:
     from model.errors import UserError
-    from model.project import find_root
+    from model.project import find_root, stack_names
 
     try:
         root = find_root(cwd)
     except UserError:
         return Check("project", "WARN", f"no Pulumi.yaml in {cwd} or above", "run amlgpu inside the project folder")
-    stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
+    stacks = stack_names(root)
     if not stacks:
         return Check("project", "WARN", f"{root}: no Pulumi.<stack>.yaml", "add a stack file, e.g. Pulumi.dev.yaml")
     return Check("project", "OK", f"{root} (stacks: {', '.join(stacks)})")

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
 from amlgpu.outcome import StackOutcome, worst
 from model.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
-from model.project import LoadedStack, find_root, load_stack
+from model.project import LoadedStack, find_root, load_stack, stack_names
 
 if TYPE_CHECKING:
     from amlgpu.changes import Selection
@@ -297,11 +297,6 @@ def _collect(*, first: bool) -> None:
         gc.collect()
 
 
-def stack_names(root: Path) -> list[str]:
-    """Every stack of the project: the ``<stack>`` of each ``Pulumi.<stack>.yaml`` at its root, sorted."""
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in root.glob("Pulumi.*.yaml"))
-
-
 def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *, everything: bool) -> Selection:
     """The candidates whose inputs changed since ``--changed-since`` and the stacks deleted since (when the
     candidates are every stack); why each is planned on stderr."""
@@ -343,18 +338,16 @@ def _waiver_problems(name: str, policy_config: Path | None) -> list[Any]:
     from pydantic import ValidationError
 
     from model import NAMESPACE, stackfile
-    from model.project import find_root
     from model.waivers import Waiver
     from policies.catalogue import BY_ID, RULES
-    from policies.packconfig import default_path, load
+    from policies.packconfig import for_stack
     from policies.waivers import governance_problems, reference_problems
     from policies.waivers import settings as waiver_settings
 
     root = find_root()
     try:
         parsed = stackfile.read(root / f"Pulumi.{name}.yaml")
-        path = policy_config or default_path(root, name)
-        policy = waiver_settings(load(path) if policy_config or path.is_file() else None)
+        policy = waiver_settings(for_stack(root, name, policy_config))
     except UserError:
         return []  # the pack config's own mistakes are reported when the stack is planned
     raw = parsed.config.get(f"{NAMESPACE}:waivers")

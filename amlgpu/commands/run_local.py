@@ -191,11 +191,10 @@ def _topology_findings(stack: LoadedStack, run: ResolvedRun) -> list[tuple[str, 
     pack config and the stack file's active waivers)."""
     import datetime as dt
 
-    from policies.packconfig import default_path, load, resolve
+    from policies.packconfig import for_stack, resolve
     from policies.rules.launch import TOPOLOGY_RULES
 
-    path = default_path(stack.root, stack.name)
-    settings = resolve(load(path) if path.is_file() else None)
+    settings = resolve(for_stack(stack.root, stack.name))
     today = dt.date.today()
     found: list[tuple[str, str]] = []
     for rule in TOPOLOGY_RULES:
