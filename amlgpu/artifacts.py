@@ -17,14 +17,12 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from amlgpu.interrupts import cleanup_on_interrupt
+from amlgpu.interrupts import cleanup_on_interrupt, terminate_as_interrupt
 from infra import secrets
 from model.errors import UserError
 
@@ -94,27 +92,6 @@ def _unexpected(folder: Path, layout: OutputLayout) -> Iterator[str]:
                 for inner in entry.iterdir()
                 if inner.is_symlink() or not inner.is_file() or inner.suffix != suffix
             )
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """While active, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so ``finally`` blocks clean up.
-
-    Python's default for SIGTERM is to die on the spot, which would leave a staging folder behind.
-    Signal handlers can only be set from the main thread; elsewhere the default stays.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amlgpu.artifacts import terminate_as_interrupt
-from amlgpu.interrupts import cleanup_on_interrupt, shielded
+from amlgpu.interrupts import cleanup_on_interrupt, shielded, terminate_as_interrupt
 from infra import bounded
 from infra import regex as linear
 from model.errors import UserError

@@ -85,6 +85,27 @@ def cleanup_on_interrupt() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While active, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so ``finally`` blocks clean up.
+
+    Python's default for SIGTERM is to die on the spot, which would leave a staging folder behind.
+    Signal handlers can only be set from the main thread; elsewhere the default stays.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
 def shielded() -> Iterator[None]:
     """Within this block a Ctrl-C waits until the block ends, then takes effect as it would have: a cleanup
     (removing a worktree, a temporary file) runs to its end even when the signal lands inside it. Meant for

@@ -89,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     assert stack is not None
     text = append_to_stack(stack.file.path, drafts)
-    from amlgpu.artifacts import terminate_as_interrupt
-    from amlgpu.interrupts import cleanup_on_interrupt
+    from amlgpu.interrupts import cleanup_on_interrupt, terminate_as_interrupt
 
     # Ctrl-C or SIGTERM while the new file is checked removes the temporary copy (write_atomically's except).
     with cleanup_on_interrupt(), terminate_as_interrupt():
