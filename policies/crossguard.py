@@ -124,11 +124,31 @@ def wire_resource(
 
 
 @lru_cache(maxsize=8)
+def _stack_file_config(root: Path, stack: str) -> Mapping[str, Any] | None:
+    """The config of ``root``'s ``Pulumi.<stack>.yaml`` (:func:`model.stackfile.read`), read once for every
+    policy of the pack; None when there is no such file. A file that does not read raises its
+    :class:`~model.errors.ConfigError` each time (errors are not cached)."""
+    path = root / f"Pulumi.{stack}.yaml"
+    return MappingProxyType(read_stackfile(path).config) if path.is_file() else None
+
+
+@lru_cache(maxsize=4)
+def _pulumi_config(raw: str) -> Mapping[str, Any] | None:
+    """``PULUMI_CONFIG``'s JSON object, parsed once per value; None when it is not a JSON object."""
+    try:
+        parsed = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError):
+        parsed = None
+    return MappingProxyType(parsed) if isinstance(parsed, dict) else None
+
+
+@lru_cache(maxsize=8)
 def _stack_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
     path = root / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
+    config = _stack_file_config(root, stack)
+    if config is None:
         return ()
-    entries = read_stackfile(path).config.get(f"{NAMESPACE}:waivers") or []
+    entries = config.get(f"{NAMESPACE}:waivers") or []
     if not isinstance(entries, list):
         raise ConfigError("expected a list of waivers", file=path.name, key=f"{NAMESPACE}:waivers")
     waivers = []
@@ -188,13 +208,9 @@ def stack_settings(root: Path, stack: str | None) -> Mapping[str, Any] | None:
     raw = os.environ.get("PULUMI_CONFIG")
     config: Mapping[str, Any] | None = None
     if raw:
-        try:
-            parsed = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
-            parsed = None
-        config = parsed if isinstance(parsed, dict) else None
-    elif stack is not None and (root / f"Pulumi.{stack}.yaml").is_file():
-        config = read_stackfile(root / f"Pulumi.{stack}.yaml").config
+        config = _pulumi_config(raw)
+    elif stack is not None:
+        config = _stack_file_config(root, stack)
     if config is None:
         return None
     return {k: v for k, v in config.items() if isinstance(k, str) and not k.startswith(f"{NAMESPACE}:")}
