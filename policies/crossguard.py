@@ -30,7 +30,6 @@ floats; :func:`plain` turns them into the wire shape the rules read (unknowns as
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
@@ -51,6 +50,7 @@ from pulumi_policy import (
 from pulumi_policy import proxy as policy_proxy
 from pulumi_policy.policy import Policy
 
+from infra import bounded
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model import NAMESPACE
 from model.errors import ConfigError
@@ -136,8 +136,8 @@ def _stack_file_config(root: Path, stack: str) -> Mapping[str, Any] | None:
 def _pulumi_config(raw: str) -> Mapping[str, Any] | None:
     """``PULUMI_CONFIG``'s JSON object, parsed once per value; None when it is not a JSON object."""
     try:
-        parsed = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError):
+        parsed = bounded.load_json(raw, "PULUMI_CONFIG")
+    except ValueError:  # not JSON (json.JSONDecodeError), or nested too deeply (bounded.BoundedInputError)
         parsed = None
     return MappingProxyType(parsed) if isinstance(parsed, dict) else None
 

@@ -80,9 +80,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("jobs/workspace.py", "json.loads", "pulumi_outputs"): "the Pulumi CLI's output",
     ("model/config.py", "json.loads", "from_pulumi_config"):
         "values the Pulumi engine hands over from the stack file; nesting is a config error",
-    ("policies/crossguard.py", "json.loads", "_pulumi_config"):
-        "PULUMI_CONFIG, the engine's environment (the OS bounds it); nesting is caught",
-    ("policies/rules/runtime.py", "json.loads", "_registries"): "at most 64 KiB, nesting caught",
     ("jobs/importer/cliv2.py", "ruamel.yaml.YAML", "load_yaml"): "reads a job file after bounded.check",
     ("jobs/importer/emit.py", "ruamel.yaml.YAML", "_yaml"):
         "writes; reads only the stack file, after bounded.check (append_to_stack)",
