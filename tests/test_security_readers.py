@@ -69,8 +69,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("amlgpu/cli.py", "tomllib.loads", "version"): "our pyproject.toml",
     ("amlgpu/review.py", "json.loads", "force_new"): "our table of the provider's replace-on-change inputs",
     ("amlgpu/schema.py", "ast.parse", "attribute_docstrings"): "the source of our own model classes",
-    ("infra/regions.py", "json.loads", "load"): "our regions table",
-    ("infra/availability.py", "json.loads", "load"): "our GPU availability table",
     ("infra/arm.py", "json.loads", "ArmReader._send"): "Azure Resource Manager's answers (over TLS)",
     ("infra/arm.py", "json.loads", "public_ip"): "the address service's answer (over TLS)",
     ("infra/arm.py", "json.loads", "instance_metadata"): "the Azure VM's own metadata service",
