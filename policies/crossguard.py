@@ -58,8 +58,8 @@ from model.stackfile import read as read_stackfile
 from model.waivers import Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.engine import Finding, describe, fingerprint, violations
-from policies.packconfig import DEFAULT_PATH, RuleSettings, default_path, parameters, resolve
-from policies.packconfig import load as load_pack_config
+from policies.packconfig import RuleSettings, default_path, parameters, resolve
+from policies.packconfig import for_stack as pack_config_for_stack
 from policies.rule import Rule
 from policies.stack import COMPONENT_KINDS, Owner, Stack
 from policies.waivers import CONFIG_KEY, WaiverSettings, check_governance, check_references
@@ -167,26 +167,21 @@ def pack_stack() -> str | None:
 
 
 @lru_cache(maxsize=8)
-def pack_config_path(root: Path, stack: str | None) -> Path:
-    """The pack config ``amlgpu plan --stack <stack>`` reads (:func:`policies.packconfig.default_path`)."""
-    return default_path(root, stack) if stack else root / DEFAULT_PATH
+def _pack_config(root: Path, stack: str | None) -> Mapping[str, Any]:
+    """The pack config ``amlgpu plan --stack <stack>`` reads (:func:`policies.packconfig.for_stack`); empty
+    when there is none."""
+    return MappingProxyType(pack_config_for_stack(root, stack) or {})
 
 
 @lru_cache(maxsize=8)
-def _pack_config(root: Path, stack: str | None) -> Mapping[str, Any]:
-    path = pack_config_path(root, stack)
-    return MappingProxyType(load_pack_config(path)) if path.is_file() else MappingProxyType({})
-
-
 def _profile(root: Path, stack: str | None) -> Mapping[str, RuleSettings]:
     """Every rule's enforcement and parameters under the stack's pack config."""
-    path = pack_config_path(root, stack)
-    return resolve(dict(_pack_config(root, stack)), source=path.name)
+    return MappingProxyType(resolve(dict(_pack_config(root, stack)), source=default_path(root, stack).name))
 
 
 @lru_cache(maxsize=8)
 def _waiver_settings(root: Path, stack: str | None) -> WaiverSettings:
-    return waiver_settings(dict(_pack_config(root, stack)), source=pack_config_path(root, stack).name)
+    return waiver_settings(dict(_pack_config(root, stack)), source=default_path(root, stack).name)
 
 
 def _all_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
@@ -347,7 +342,7 @@ def _waiver_policies(root: Path) -> list[Policy]:
             check_references(own, rules=BY_ID.keys(), names=owners, file=f"Pulumi.{name}.yaml")
             check_governance(own, severities=severities, policy=policy, today=today, file=f"Pulumi.{name}.yaml")
             platform = policy.for_stack(name)
-            pack = {"file": pack_config_path(root, name).name, "where": f"{CONFIG_KEY}.waivers",
+            pack = {"file": default_path(root, name).name, "where": f"{CONFIG_KEY}.waivers",
                     "indices": [i for i, w in enumerate(policy.waivers) if w.stack == name]}
             check_references(platform, rules=BY_ID.keys(), names=owners, **pack)  # type: ignore[arg-type]
             check_governance(platform, severities=severities, policy=policy, today=today, stack_file=False,
