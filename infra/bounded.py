@@ -31,6 +31,7 @@ deeper still with a ``RecursionError`` or ``MemoryError``: all are a :class:`Bou
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import shlex
 from dataclasses import dataclass
@@ -268,6 +269,14 @@ def load(text: str, limits: Limits) -> Any:
 def load_file(path: Path, limits: Limits) -> Any:
     """The value of the YAML file at ``path``, within ``limits``; ``OSError`` is left to the caller."""
     return load(read_text(path, limits), limits)
+
+
+@functools.cache
+def data_table(path: Path) -> dict[str, Any]:
+    """One of the project's own YAML tables (a mapping at the top), read once within :data:`DATA_TABLE`.
+    The value is shared by every caller: read it, never change it."""
+    data: dict[str, Any] = load_file(path, DATA_TABLE)
+    return data
 
 
 def parse_python(source: str | bytes, filename: str, limits: Limits) -> ast.Module:
