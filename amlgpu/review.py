@@ -195,7 +195,7 @@ def _change_text(label: str, old: Any, new: Any) -> str:
     a, b = _short(old), _short(new)
     if a.endswith("...") or b.endswith("..."):
         return f"{label} changed"  # long texts: their heads would read the same
-    return f"{label}: {_cell(a)} -> {_cell(b)}"
+    return f"{label}: {markdown_text(a)} -> {markdown_text(b)}"
 
 
 def _describe_change(change: Mapping[str, Any], words: Mapping[str, str] | None = None) -> str:
@@ -275,11 +275,6 @@ def cost_change(base: CostReport, head: CostReport) -> dict[str, Any]:
 # --- Markdown ---------------------------------------------------------------------------------------
 
 
-def _cell(value: Any) -> str:
-    """Free text safe in ``policy.md`` (:func:`policies.markdown.text`): values come from the stack file."""
-    return markdown_text(value)
-
-
 _ICONS = {
     "add": "🆕 add", "update": "✏️ update", "replace": "🔁 replace", "remove": "🗑️ remove", "change": "✏️ change",
 }
@@ -287,7 +282,7 @@ _ICONS = {
 
 def diff_markdown(result: Mapping[str, Any]) -> str:
     """The diff section that tops ``policy.md``."""
-    lines = [f"## Changes against {code(result['base'])}", "", f"**Verdict:** {_cell(result['verdict'])}"]
+    lines = [f"## Changes against {code(result['base'])}", "", f"**Verdict:** {markdown_text(result['verdict'])}"]
     if result["resources"]:
         lines += ["", "| | Resource | Type | Inputs (old -> new) |", "|---|---|---|---|"]
         for r in result["resources"]:
@@ -297,22 +292,23 @@ def diff_markdown(result: Mapping[str, Any]) -> str:
                 + (f" (replaces: {c['replaces']})" if "replaces" in c else "")
                 for c in r.get("changes", [])
             ]
-            details += [f"option {code(k)}: {_cell(v['old'])} -> {_cell(v['new'])}"
+            details += [f"option {code(k)}: {markdown_text(v['old'])} -> {markdown_text(v['new'])}"
                         for k, v in r.get("options", {}).items()]
             if r["action"] == "replace":
                 details.append("deleted before the new one is created" if r.get("deleteBeforeReplace")
                                else "new one created before the old is deleted")
             if r.get("retainOnDelete"):
                 details.append("kept in Azure (retainOnDelete)")
-            kind = _cell(r["type"].rsplit(":", 1)[-1])
+            kind = markdown_text(r["type"].rsplit(":", 1)[-1])
             lines.append(f"| {mark} | {code(r['name'])} | {kind} | {'<br>'.join(details)} |")
     if result["runs"]:
         lines += ["", "| | Run | Cluster | Nodes x processes | Environment | Changes |", "|---|---|---|---|---|---|"]
         for r in result["runs"]:
-            changes = "<br>".join(_change_text(_cell(c["field"]), c["old"], c["new"]) for c in r.get("changes", []))
-            lines.append(f"| {_ICONS[r['action']]} | {code(r['name'])} | {_cell(r['cluster'])} | "
-                         f"{_cell(r['nodes'])} x {_cell(r['processes_per_node'] or 1)} | {code(r['environment'])} | "
-                         f"{changes} |")
+            changes = "<br>".join(_change_text(markdown_text(c["field"]), c["old"], c["new"])
+                                  for c in r.get("changes", []))
+            lines.append(f"| {_ICONS[r['action']]} | {code(r['name'])} | {markdown_text(r['cluster'])} | "
+                         f"{markdown_text(r['nodes'])} x {markdown_text(r['processes_per_node'] or 1)} | "
+                         f"{code(r['environment'])} | {changes} |")
     return "\n".join(lines) + "\n"
 
 
@@ -351,26 +347,26 @@ def cost_markdown(cost: CostReport, change: Mapping[str, Any] | None = None) -> 
         delta = by_name.get(c.name)
         cell = (f" {_signed(delta['ceiling_usd_per_hour']['change'])} / "
                 f"{_signed(delta['floor_usd_per_month']['change'])} |" if delta else (" |" if change else ""))
-        lines.append(f"| {code(c.name)} | {_cell(c.size)} | {_cell(c.tier)} | {_cell(c.region)} | {node} | "
-                     f"{_money(c.ceiling_usd_per_hour)} (max {c.max_instances}) | "
+        lines.append(f"| {code(c.name)} | {markdown_text(c.size)} | {markdown_text(c.tier)} | "
+                     f"{markdown_text(c.region)} | {node} | {_money(c.ceiling_usd_per_hour)} (max {c.max_instances}) | "
                      f"{_money(c.floor_usd_per_month)} (min {c.min_instances}) |" + cell)
     if cost.runs:
         lines += ["", "| Run | Cluster | Nodes | Per hour | Ceiling (timeout) |", "|---|---|---:|---:|---:|"]
         for r in cost.runs:
             bound = f"{r.timeout_s / 3600:g} h" if r.timeout_s else "no timeout"
             ceiling = UNBOUNDED if r.ceiling_usd == UNBOUNDED else _money(r.ceiling_usd)
-            lines.append(f"| {code(r.name)} | {_cell(r.cluster)} | {r.nodes} | {_money(r.usd_per_hour)} | {ceiling} "
-                         f"({bound}) |")
+            lines.append(f"| {code(r.name)} | {markdown_text(r.cluster)} | {r.nodes} | {_money(r.usd_per_hour)} | "
+                         f"{ceiling} ({bound}) |")
     if cost.not_listed:
         regions = availability.load()
         lines += [""] + [
-            f"- {code(c.name)}: {_cell(c.size)} ({regions.series_of(c.size)}) is not listed for {_cell(c.region)} in "
-            f"Microsoft's products-by-region table ({regions.date}): it has no list price there and the cluster may "
-            "not deploy (`amlgpu preflight` asks the subscription)." for c in cost.not_listed]
+            f"- {code(c.name)}: {markdown_text(c.size)} ({regions.series_of(c.size)}) is not listed for "
+            f"{markdown_text(c.region)} in Microsoft's products-by-region table ({regions.date}): it has no list price "
+            "there and the cluster may not deploy (`amlgpu preflight` asks the subscription)." for c in cost.not_listed]
     dated = sorted({f"{c.size} in {c.region}: {c.price_date}" for c in cost.clusters if c.price_date})
     sources = sorted({c.price_source for c in cost.clusters if c.price_source})
     lines += ["", "Prices: Linux list prices from the pricing table (`infra/prices.json`, Azure Retail Prices API"
               + (f"; {'; '.join(dated)}" if dated else "") + "). *unknown*: the table has no price for that size, "
               "region and tier (`amlgpu prices refresh --region R`, or `--prices FILE`)."]
-    lines += [f"- Source: {_cell(source)}" for source in sources]
+    lines += [f"- Source: {markdown_text(source)}" for source in sources]
     return "\n".join(lines) + "\n"

@@ -12,11 +12,11 @@ map, such as a retired one, or a region it does not cover). Nothing is inferred 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from infra import bounded
 from infra.naming import arm_region
 
 TABLE = Path(__file__).with_name("availability.json")
@@ -45,7 +45,7 @@ class Availability:
 
 @cache
 def load(path: Path = TABLE) -> Availability:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = bounded.load_json_file(path, "a GPU availability table")
     return Availability(
         series=dict(data["series"]),
         regions={region: frozenset(series) for region, series in data["regions"].items()},

@@ -1,5 +1,5 @@
 """Reading untrusted files within limits: the one YAML loader every YAML the project reads goes through, the one
-Python parser for scripts and code folders, and JSON files read within a size.
+Python parser for scripts and code folders, and JSON (files and text) read within a size.
 
 Fork pull requests run the gate, so a stack file, the conda and environment files it names, ``Pulumi.yaml``,
 the job files ``amlgpu import`` reads and the pack configs are hostile input. Each is read here with three
@@ -31,6 +31,7 @@ deeper still with a ``RecursionError`` or ``MemoryError``: all are a :class:`Bou
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import shlex
 from dataclasses import dataclass
@@ -111,17 +112,27 @@ def read_text(path: Path, limits: Limits) -> str:
     return decode(read_bytes(path, limits.max_bytes, limits.kind))
 
 
+def load_json(text: str, kind: str, max_bytes: int = JSON_FILE_BYTES) -> Any:
+    """The value of the JSON ``text`` (``kind`` of text, for messages), at most ``max_bytes`` as UTF-8.
+
+    A :class:`BoundedInputError` for longer text, or arrays and objects nested deeper than Python's JSON reader
+    follows (``[[[[...``: a ``RecursionError``); ``json.JSONDecodeError`` (a ``ValueError`` with ``msg`` and
+    ``lineno``) for text that is not JSON. Both are ``ValueError``s."""
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise BoundedInputError(f"larger than {max_bytes:,} bytes, the limit for {kind}")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BoundedInputError(f"nested too deeply to be {kind}") from None
+
+
 def load_json_file(path: Path, kind: str, max_bytes: int = JSON_FILE_BYTES) -> Any:
     """The value of the JSON file at ``path`` (``kind`` of file, for messages), read within ``max_bytes``.
 
     A :class:`BoundedInputError` for a larger file, text that is not UTF-8, or arrays and objects nested deeper
     than Python's JSON reader follows (``[[[[...``: a ``RecursionError``); ``json.JSONDecodeError`` (a
     ``ValueError`` with ``msg`` and ``lineno``) for text that is not JSON; ``OSError`` is left to the caller."""
-    text = decode(read_bytes(path, max_bytes, kind))
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise BoundedInputError(f"nested too deeply to be {kind}") from None
+    return load_json(decode(read_bytes(path, max_bytes, kind)), kind, max_bytes)
 
 
 # ------------------------------------------------------------------------------------------ the loaders
@@ -258,6 +269,14 @@ def load(text: str, limits: Limits) -> Any:
 def load_file(path: Path, limits: Limits) -> Any:
     """The value of the YAML file at ``path``, within ``limits``; ``OSError`` is left to the caller."""
     return load(read_text(path, limits), limits)
+
+
+@functools.cache
+def data_table(path: Path) -> dict[str, Any]:
+    """One of the project's own YAML tables (a mapping at the top), read once within :data:`DATA_TABLE`.
+    The value is shared by every caller: read it, never change it."""
+    data: dict[str, Any] = load_file(path, DATA_TABLE)
+    return data
 
 
 def parse_python(source: str | bytes, filename: str, limits: Limits) -> ast.Module:

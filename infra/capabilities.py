@@ -16,7 +16,6 @@ import functools
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from infra import bounded
 from infra import regex as linear
@@ -44,21 +43,15 @@ class Capabilities:
 
 
 @functools.cache
-def _table() -> dict[str, Any]:
-    data: dict[str, Any] = bounded.load_file(TABLE, bounded.DATA_TABLE)
-    return data
-
-
-@functools.cache
 def _rows() -> tuple[tuple[linear.Pattern, Capabilities], ...]:
     return tuple(
         (linear.compile("(?i)" + row["match"]), Capabilities(frozenset(row["present"]), frozenset(row["absent"])))
-        for row in _table()["images"]
+        for row in bounded.data_table(TABLE)["images"]
     )
 
 
 def table_version() -> int:
-    return int(_table()["table_version"])
+    return int(bounded.data_table(TABLE)["table_version"])
 
 
 def of_reference(reference: str) -> Capabilities:
@@ -75,7 +68,7 @@ def of_reference(reference: str) -> Capabilities:
 def _package(spec: str) -> str | None:
     """The capability a package spec (``deepspeed==0.12.6``, ``torch>=2``, ``horovod[pytorch]``) gives."""
     name = _SPEC_END.split(spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
-    packages: dict[str, str] = _table()["packages"]
+    packages: dict[str, str] = bounded.data_table(TABLE)["packages"]
     return packages.get(name)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from infra import bounded
 from infra import regex as linear
@@ -56,14 +55,8 @@ def show(version: Version) -> str:
 
 
 @functools.cache
-def _table() -> dict[str, Any]:
-    data: dict[str, Any] = bounded.load_file(TABLE, bounded.DATA_TABLE)
-    return data
-
-
-@functools.cache
 def _by_model() -> dict[str, Architecture]:
-    data = _table()
+    data = bounded.data_table(TABLE)
     out: dict[str, Architecture] = {}
     for row in data["gpus"]:
         arch = Architecture(row["architecture"], str(row["capability"]), _version(str(row["minimum"])),
@@ -123,7 +116,7 @@ def image_cuda(reference: str) -> ImageCuda | None:
             text = f"{text[0]}.{text[1]}"
         return ImageCuda(_version(text), False)
     if m := _TORCH.search(ref.rsplit("/", 1)[-1] if "://" not in ref else ref):
-        newest = _table()["torch_newest_cuda"].get(f"{m.group('major')}.{m.group('minor')}")
+        newest = bounded.data_table(TABLE)["torch_newest_cuda"].get(f"{m.group('major')}.{m.group('minor')}")
         if newest is not None:
             return ImageCuda(_version(str(newest)), False, at_most=True)
     return None

@@ -10,11 +10,11 @@ typo fails before a plan is shown, not at ``pulumi up``. Which GPU series each r
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from infra import bounded
 from infra.naming import arm_region
 
 TABLE = Path(__file__).with_name("regions.json")
@@ -57,7 +57,7 @@ def _either(names: list[str]) -> str:
 
 @cache
 def load(path: Path = TABLE) -> Regions:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = bounded.load_json_file(path, "a regions table")
     return Regions(names=dict(data["regions"]), sources=tuple(data["sources"]))
 
 

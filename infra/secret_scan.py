@@ -26,6 +26,7 @@ never skipped silently. Symbolic links that lead outside the folder are never fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,22 +105,27 @@ def _dockerfile_secret(text: str) -> bool:
     return False
 
 
-def _read_secret(path: Path, allowance: int) -> tuple[bool, int, bool]:
-    """(holds a known credential shape, bytes read, read to the end) for one file, reading at most
-    ``allowance`` bytes."""
+def _read_secret(path: Path, allowance: int, keep: int = 0) -> tuple[bool, int, bool, bytes | None]:
+    """(holds a known credential shape, bytes read, read to the end, the bytes read) for one file, reading at
+    most ``allowance`` bytes. The bytes read come back only when they are at most ``keep``, else None."""
     read = 0
     carry = b""
+    kept: list[bytes] | None = [] if keep else None
     with path.open("rb") as handle:
         while read < allowance:
             chunk = handle.read(min(CHUNK_BYTES, allowance - read))
             if not chunk:
-                return False, read, True
+                return False, read, True, None if kept is None else b"".join(kept)
             read += len(chunk)
+            if kept is not None and read <= keep:
+                kept.append(chunk)
+            else:
+                kept = None
             data = carry + chunk
             if kind_in_bytes(data) or (b"\0" in data and kind_in_bytes(data.replace(b"\0", b""))):
-                return True, read, True
+                return True, read, True, None
             carry = data[-OVERLAP_BYTES:]
-        return False, read, not handle.read(1)
+        return False, read, not handle.read(1), None if kept is None else b"".join(kept)
 
 
 def scan_folder(folder: Path, *, dockerfiles: frozenset[str] = frozenset(), budget: int = BUDGET_BYTES) -> FolderScan:
@@ -133,14 +139,18 @@ def scan_folder(folder: Path, *, dockerfiles: frozenset[str] = frozenset(), budg
         if path.name in KEY_FILE_NAMES or path.suffix.lower() in KEY_STORE_SUFFIXES:
             findings.append(relative)
             continue
+        if _is_dotenv(path.name):
+            parse: Callable[[str], bool] | None = _dotenv_secret
+        elif _is_dockerfile(path.name, dockerfiles) or relative in dockerfiles:
+            parse = _dockerfile_secret
+        else:
+            parse = None
         try:
-            found, read, complete = _read_secret(path, left)
+            # A .env file or Dockerfile of at most PARSED_BYTES is parsed from the bytes the shape scan read.
+            found, read, complete, content = _read_secret(path, left, PARSED_BYTES if parse else 0)
             left -= read
-            if not found and complete and read <= PARSED_BYTES:
-                if _is_dotenv(path.name):
-                    found = _dotenv_secret(_decode(path.read_bytes()))
-                elif _is_dockerfile(path.name, dockerfiles) or relative in dockerfiles:
-                    found = _dockerfile_secret(_decode(path.read_bytes()))
+            if not found and complete and parse is not None and content is not None:
+                found = parse(_decode(content))
         except OSError:
             unscanned.append(relative)  # unreadable here: Azure ML's upload would be the first to read it
             continue

@@ -30,7 +30,6 @@ floats; :func:`plain` turns them into the wire shape the rules read (unknowns as
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
@@ -51,6 +50,7 @@ from pulumi_policy import (
 from pulumi_policy import proxy as policy_proxy
 from pulumi_policy.policy import Policy
 
+from infra import bounded
 from jobs.resolved import RUN_TYPE, ResolvedRun
 from model import NAMESPACE
 from model.errors import ConfigError
@@ -58,8 +58,8 @@ from model.stackfile import read as read_stackfile
 from model.waivers import Waiver
 from policies.catalogue import BY_ID, RULES
 from policies.engine import Finding, describe, fingerprint, violations
-from policies.packconfig import DEFAULT_PATH, RuleSettings, default_path, parameters, resolve
-from policies.packconfig import load as load_pack_config
+from policies.packconfig import RuleSettings, default_path, parameters, resolve
+from policies.packconfig import for_stack as pack_config_for_stack
 from policies.rule import Rule
 from policies.stack import COMPONENT_KINDS, Owner, Stack
 from policies.waivers import CONFIG_KEY, WaiverSettings, check_governance, check_references
@@ -124,11 +124,31 @@ def wire_resource(
 
 
 @lru_cache(maxsize=8)
+def _stack_file_config(root: Path, stack: str) -> Mapping[str, Any] | None:
+    """The config of ``root``'s ``Pulumi.<stack>.yaml`` (:func:`model.stackfile.read`), read once for every
+    policy of the pack; None when there is no such file. A file that does not read raises its
+    :class:`~model.errors.ConfigError` each time (errors are not cached)."""
+    path = root / f"Pulumi.{stack}.yaml"
+    return MappingProxyType(read_stackfile(path).config) if path.is_file() else None
+
+
+@lru_cache(maxsize=4)
+def _pulumi_config(raw: str) -> Mapping[str, Any] | None:
+    """``PULUMI_CONFIG``'s JSON object, parsed once per value; None when it is not a JSON object."""
+    try:
+        parsed = bounded.load_json(raw, "PULUMI_CONFIG")
+    except ValueError:  # not JSON (json.JSONDecodeError), or nested too deeply (bounded.BoundedInputError)
+        parsed = None
+    return MappingProxyType(parsed) if isinstance(parsed, dict) else None
+
+
+@lru_cache(maxsize=8)
 def _stack_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
     path = root / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
+    config = _stack_file_config(root, stack)
+    if config is None:
         return ()
-    entries = read_stackfile(path).config.get(f"{NAMESPACE}:waivers") or []
+    entries = config.get(f"{NAMESPACE}:waivers") or []
     if not isinstance(entries, list):
         raise ConfigError("expected a list of waivers", file=path.name, key=f"{NAMESPACE}:waivers")
     waivers = []
@@ -147,26 +167,21 @@ def pack_stack() -> str | None:
 
 
 @lru_cache(maxsize=8)
-def pack_config_path(root: Path, stack: str | None) -> Path:
-    """The pack config ``amlgpu plan --stack <stack>`` reads (:func:`policies.packconfig.default_path`)."""
-    return default_path(root, stack) if stack else root / DEFAULT_PATH
+def _pack_config(root: Path, stack: str | None) -> Mapping[str, Any]:
+    """The pack config ``amlgpu plan --stack <stack>`` reads (:func:`policies.packconfig.for_stack`); empty
+    when there is none."""
+    return MappingProxyType(pack_config_for_stack(root, stack) or {})
 
 
 @lru_cache(maxsize=8)
-def _pack_config(root: Path, stack: str | None) -> Mapping[str, Any]:
-    path = pack_config_path(root, stack)
-    return MappingProxyType(load_pack_config(path)) if path.is_file() else MappingProxyType({})
-
-
 def _profile(root: Path, stack: str | None) -> Mapping[str, RuleSettings]:
     """Every rule's enforcement and parameters under the stack's pack config."""
-    path = pack_config_path(root, stack)
-    return resolve(dict(_pack_config(root, stack)), source=path.name)
+    return MappingProxyType(resolve(dict(_pack_config(root, stack)), source=default_path(root, stack).name))
 
 
 @lru_cache(maxsize=8)
 def _waiver_settings(root: Path, stack: str | None) -> WaiverSettings:
-    return waiver_settings(dict(_pack_config(root, stack)), source=pack_config_path(root, stack).name)
+    return waiver_settings(dict(_pack_config(root, stack)), source=default_path(root, stack).name)
 
 
 def _all_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
@@ -188,13 +203,9 @@ def stack_settings(root: Path, stack: str | None) -> Mapping[str, Any] | None:
     raw = os.environ.get("PULUMI_CONFIG")
     config: Mapping[str, Any] | None = None
     if raw:
-        try:
-            parsed = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
-            parsed = None
-        config = parsed if isinstance(parsed, dict) else None
-    elif stack is not None and (root / f"Pulumi.{stack}.yaml").is_file():
-        config = read_stackfile(root / f"Pulumi.{stack}.yaml").config
+        config = _pulumi_config(raw)
+    elif stack is not None:
+        config = _stack_file_config(root, stack)
     if config is None:
         return None
     return {k: v for k, v in config.items() if isinstance(k, str) and not k.startswith(f"{NAMESPACE}:")}
@@ -331,7 +342,7 @@ def _waiver_policies(root: Path) -> list[Policy]:
             check_references(own, rules=BY_ID.keys(), names=owners, file=f"Pulumi.{name}.yaml")
             check_governance(own, severities=severities, policy=policy, today=today, file=f"Pulumi.{name}.yaml")
             platform = policy.for_stack(name)
-            pack = {"file": pack_config_path(root, name).name, "where": f"{CONFIG_KEY}.waivers",
+            pack = {"file": default_path(root, name).name, "where": f"{CONFIG_KEY}.waivers",
                     "indices": [i for i, w in enumerate(policy.waivers) if w.stack == name]}
             check_references(platform, rules=BY_ID.keys(), names=owners, **pack)  # type: ignore[arg-type]
             check_governance(platform, severities=severities, policy=policy, today=today, stack_file=False,

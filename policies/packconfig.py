@@ -49,16 +49,19 @@ STRICT_CONFIG = Path(__file__).with_name("strict.json")
 """The shipped pack config of the strict profile."""
 
 
-def default_path(root: Path, stack: str) -> Path:
+def default_path(root: Path, stack: str | None) -> Path:
     """The pack config ``amlgpu plan --stack STACK`` reads unless told otherwise: the platform owners'
     ``policies/config.<stack>.json`` when it exists (prod's selects the strict profile), else
-    :data:`DEFAULT_PATH`. Both live under ``policies/``, which CODEOWNERS gives the platform owners:
-    a stack file cannot choose a laxer gate for itself."""
+    :data:`DEFAULT_PATH` (also without a stack name: CrossGuard started without ``PULUMI_STACK``). Both live
+    under ``policies/``, which CODEOWNERS gives the platform owners: a stack file cannot choose a laxer gate
+    for itself."""
+    if not stack:
+        return root / DEFAULT_PATH
     per_stack = root / DEFAULT_PATH.with_name(f"config.{stack}.json")
     return per_stack if per_stack.is_file() else root / DEFAULT_PATH
 
 
-def for_stack(root: Path, stack: str, given: Path | None = None) -> dict[str, Any] | None:
+def for_stack(root: Path, stack: str | None, given: Path | None = None) -> dict[str, Any] | None:
     """The pack config a stack's gate uses: ``given`` (``--policy-config``), else :func:`default_path` when that
     file exists, else none (every rule at its default)."""
     path = given or default_path(root, stack)

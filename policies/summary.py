@@ -14,17 +14,12 @@ from policies.rule import SEVERITIES
 from policies.waivers import changed
 
 
-def _cell(value: str) -> str:
-    """Free text (from the stack file, often) safe inside a Markdown table cell: :func:`policies.markdown.text`."""
-    return markdown_text(value)
-
-
 def _rule_link(finding: Finding) -> str:
     return f"[`{finding.rule.id}`]({finding.rule.reference})"
 
 
 def _subject(finding: Finding) -> str:
-    return _cell(finding.subject)
+    return markdown_text(finding.subject)
 
 
 def _verdict(report: Report, stack: str) -> str:
@@ -57,7 +52,7 @@ def waiver_lines(report: Report, base_waivers: Sequence[Waiver] | None = None) -
         status = f"{marks[waiver.key()]}, " if marks else ""
         out.append(
             f"- ⚠️ {subject} **{what} until {waiver.expires.isoformat()}** ({status}{waiver.origin}): "
-            f"{code(waiver.rule)} for {code(waiver.resource)}: {_cell(waiver.reason)}"
+            f"{code(waiver.rule)} for {code(waiver.resource)}: {markdown_text(waiver.reason)}"
         )
     return out
 
@@ -93,8 +88,8 @@ def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | Non
         for f in open_findings:
             mark = "❌ mandatory" if f.enforcement == "mandatory" else "⚠️ advisory"
             lines.append(
-                f"| {mark} | {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)}"
-                f"<br>fingerprint `{f.fingerprint}` | {_cell(f.rule.remediation)} |"
+                f"| {mark} | {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {markdown_text(f.message)}"
+                f"<br>fingerprint `{f.fingerprint}` | {markdown_text(f.rule.remediation)} |"
             )
     waived = [f for f in report.findings if f.waived]
     if waived:
@@ -104,8 +99,8 @@ def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | Non
             assert f.waiver is not None
             expires = f.waiver.expires.isoformat()
             lines.append(
-                f"| {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {_cell(f.message)} "
-                f"| {_cell(f.waiver.reason)} | {expires} |"
+                f"| {_rule_link(f)} | {f.rule.severity} | {_subject(f)} | {markdown_text(f.message)} "
+                f"| {markdown_text(f.waiver.reason)} | {expires} |"
             )
     if report.stale_waivers:
         lines += ["", "### Stale waivers (not applied: what they were approved for has changed)", ""]
@@ -114,13 +109,13 @@ def markdown(report: Report, stack: str, *, base_waivers: Sequence[Waiver] | Non
             approved = f"approved for `{stale.waiver.fingerprint}`" if stale.waiver.fingerprint else "no fingerprint"
             lines.append(
                 f"- {where}: {code(stale.waiver.rule)} for {code(stale.waiver.resource)}, {approved}; the finding is "
-                f"now `{stale.finding.fingerprint}`: {_cell(stale.finding.message)}. After review, approve it again "
-                f"with `fingerprint: {stale.finding.fingerprint}`"
+                f"now `{stale.finding.fingerprint}`: {markdown_text(stale.finding.message)}. After review, approve it "
+                f"again with `fingerprint: {stale.finding.fingerprint}`"
             )
     if report.expired_waivers:
         lines += ["", "### Expired waivers (no longer applied)", ""]
         lines += [
-            f"- `waivers[{i}]`: {code(w.rule)} for {code(w.resource)} expired on {w.expires}: {_cell(w.reason)}"
+            f"- `waivers[{i}]`: {code(w.rule)} for {code(w.resource)} expired on {w.expires}: {markdown_text(w.reason)}"
             for i, w in report.expired_waivers
         ]
     if report.unused_waivers:

@@ -35,7 +35,7 @@ from pulumi_policy.policy import (
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from policies.catalogue import BY_ID, RULES
-from policies.crossguard import policies
+from policies.crossguard import policies, stack_settings
 from tests.conftest import ROOT
 from tests.test_policy_baseline import STACK_NAME, Baseline, baseline
 from tests.test_policy_rules import CASES, Case, both
@@ -227,6 +227,16 @@ def test_a_waiver_for_an_unknown_resource_fails_the_waiver_policy(tmp_path: Path
                                             "reason": "typo in the run name here"})
     (message,) = [m for m, _ in reported(pack["policy-waivers"], baseline())]
     assert message.startswith(f"Pulumi.{STACK}.yaml  aml-gpu-training:waivers[0].resource  no resource or run")
+
+
+@pytest.mark.parametrize("raw", ["not json", "[1, 2]", "[" * 100_000 + "]" * 100_000],
+                         ids=["not JSON", "not an object", "nested too deeply"])
+def test_a_pulumi_config_that_is_no_json_object_reads_as_no_settings(
+    raw: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": {"azure-native:location": "x"}}))
+    monkeypatch.setenv("PULUMI_CONFIG", raw)
+    assert stack_settings(tmp_path, STACK) is None  # PULUMI_CONFIG wins over the stack file, even when unreadable
 
 
 def test_the_real_pack_answers_the_analyzer_protocol() -> None:

@@ -114,6 +114,8 @@ OVERRIDE = json.dumps({"capabilities_registry": {"registry": {"url": "commonrunt
       "commonruntimedev.azurecr.io"]),
     ({"AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE": "not json"},
      ["sets AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE: Azure ML's job runtime is pulled from another registry"]),
+    ({"AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE": "[" * 30_000 + "]" * 30_000},  # nested deeper than json reads
+     ["sets AZUREML_CR_BOOTSTRAPPER_CONFIG_OVERRIDE: Azure ML's job runtime is pulled from another registry"]),
     # Microsoft's own examples set these; they choose Azure ML's runtime, not where it comes from
     ({"AZUREML_COMPUTE_USE_COMMON_RUNTIME": "True", "AZUREML_COMMON_RUNTIME_USE_INTERACTIVE_CAPABILITY": "True"}, []),
 ])

@@ -69,8 +69,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("amlgpu/cli.py", "tomllib.loads", "version"): "our pyproject.toml",
     ("amlgpu/review.py", "json.loads", "force_new"): "our table of the provider's replace-on-change inputs",
     ("amlgpu/schema.py", "ast.parse", "attribute_docstrings"): "the source of our own model classes",
-    ("infra/regions.py", "json.loads", "load"): "our regions table",
-    ("infra/availability.py", "json.loads", "load"): "our GPU availability table",
     ("infra/arm.py", "json.loads", "ArmReader._send"): "Azure Resource Manager's answers (over TLS)",
     ("infra/arm.py", "json.loads", "public_ip"): "the address service's answer (over TLS)",
     ("infra/arm.py", "json.loads", "instance_metadata"): "the Azure VM's own metadata service",
@@ -80,9 +78,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("jobs/workspace.py", "json.loads", "pulumi_outputs"): "the Pulumi CLI's output",
     ("model/config.py", "json.loads", "from_pulumi_config"):
         "values the Pulumi engine hands over from the stack file; nesting is a config error",
-    ("policies/crossguard.py", "json.loads", "stack_settings"):
-        "PULUMI_CONFIG, the engine's environment (the OS bounds it); nesting is caught",
-    ("policies/rules/runtime.py", "json.loads", "_registries"): "at most 64 KiB, nesting caught",
     ("jobs/importer/cliv2.py", "ruamel.yaml.YAML", "load_yaml"): "reads a job file after bounded.check",
     ("jobs/importer/emit.py", "ruamel.yaml.YAML", "_yaml"):
         "writes; reads only the stack file, after bounded.check (append_to_stack)",

@@ -12,20 +12,17 @@ import csv
 import fnmatch
 import ipaddress
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra import bounded
 from jobs.resolved import ResolvedRun
+from model import NAMESPACE
+from model.stackfile import SECRET_PLACEHOLDER
 from policies.rule import Violation, resource_rule, run_rule, stack_rule
+from policies.stack import WORKSPACE_TYPE, Stack
 from policies.wire import get, inputs, known
 
-if TYPE_CHECKING:
-    from policies.stack import Stack
-
 STORAGE = "azure-native:storage:StorageAccount"
-WORKSPACE_COMPONENT = "aml-gpu-training:infra:Workspace"
-SECRET_VALUE = "[secret]"
-"""How an encrypted (``secure:``) value reads offline (:data:`model.stackfile.SECRET_PLACEHOLDER`)."""
 USER_ASSIGNED_IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 IDENTITY_DOCS = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-identity-based-service-authentication"
 DOCKER_RUN = "https://docs.docker.com/reference/cli/docker/container/run/"
@@ -118,7 +115,6 @@ def identity_attached_allowed(stack: Stack, *, allowed_identities: tuple[str, ..
     return out
 
 
-PROJECT_NAMESPACE = "aml-gpu-training"
 DEFAULT_PROVIDER_KEYS = ("azure-native:location", "azure-native:subscriptionId")
 """The settings outside the project's namespace a stack file may hold unless the pack config says otherwise:
 the region and the subscription, which the README's first deployment sets."""
@@ -161,13 +157,13 @@ def stack_provider_settings_allowed(
 ) -> list[Violation]:
     if stack.settings is None:
         return []
-    workspace = next(iter(stack.of_type(WORKSPACE_COMPONENT)), None)
+    workspace = next(iter(stack.of_type(WORKSPACE_TYPE)), None)
     if workspace is None:
         return []
     allowed = _allowed_settings(stack.name, allowed_keys)
     out = []
     for key, value in sorted(stack.settings.items()):
-        if key.startswith(f"{PROJECT_NAMESPACE}:"):
+        if key.startswith(f"{NAMESPACE}:"):
             continue
         patterns = [(pattern, pinned) for pattern, pinned in allowed if fnmatch.fnmatchcase(key, pattern)]
         if not patterns:
@@ -177,7 +173,7 @@ def stack_provider_settings_allowed(
         if any(pinned is None for _, pinned in patterns):
             continue
         values = sorted({pinned for _, pinned in patterns if pinned is not None})
-        if value == SECRET_VALUE:
+        if value == SECRET_PLACEHOLDER:  # how an encrypted (``secure:``) value reads offline
             out.append(Violation(workspace, f"the stack file sets {key} to an encrypted value, which cannot be checked "
                                             f"against the values the pack config allows ({', '.join(values)}): "
                                             "set it in plain text"))

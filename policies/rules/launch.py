@@ -16,8 +16,7 @@ from jobs.launchers import PER_NODE_LAUNCHERS, TORCH_DISTRIBUTED_LAUNCH, TORCHRU
 from jobs.resolved import ResolvedRun
 from jobs.topology import Launch
 from policies.rule import run_rule
-
-DISTRIBUTED_GUIDE = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-train-distributed-gpu"
+from policies.rules.runs import DISTRIBUTED_GUIDE
 
 
 def _copies(run: ResolvedRun) -> int:

@@ -55,9 +55,14 @@ def _gpu_processes_per_node(run: ResolvedRun) -> int | None:
     return run.processes_per_node
 
 
-def _uses(run: ResolvedRun, launcher: str, pattern: str) -> bool:
+_HOROVOD = linear.compile(r"(?i)\bhorovod|\bhvd\b")
+_DEEPSPEED = linear.compile(r"(?i)\bdeepspeed\b")
+"""What a command that runs Horovod or DeepSpeed says, when its launcher does not."""
+
+
+def _uses(run: ResolvedRun, launcher: str, pattern: linear.Pattern) -> bool:
     command = str(run.spec.get("command", ""))
-    return run.launcher == launcher or linear.compile("(?i)" + pattern).search(command) is not None
+    return run.launcher == launcher or pattern.search(command) is not None
 
 
 def _env_label(run: ResolvedRun) -> str:
@@ -75,9 +80,9 @@ def _needed(run: ResolvedRun) -> list[tuple[str, str]]:
     needs: list[tuple[str, str]] = []
     if run.distribution["type"] == "mpi":
         needs.append(("mpi", "distribution mpi"))
-    if _uses(run, HOROVOD, r"\bhorovod|\bhvd\b"):
+    if _uses(run, HOROVOD, _HOROVOD):
         needs.append(("horovod", "Horovod"))
-    if _uses(run, DEEPSPEED, r"\bdeepspeed\b"):
+    if _uses(run, DEEPSPEED, _DEEPSPEED):
         needs.append(("deepspeed", "DeepSpeed"))
         if run.distribution["type"] == "mpi":
             needs.append(("mpi4py", "DeepSpeed under MPI"))
@@ -310,7 +315,7 @@ def run_mpi_environment(run: ResolvedRun) -> list[str]:
     config_key=("environment",),
 )
 def run_horovod_environment(run: ResolvedRun) -> list[str]:
-    if not _uses(run, HOROVOD, r"\bhorovod|\bhvd\b"):
+    if not _uses(run, HOROVOD, _HOROVOD):
         return []
     out = []
     if run.distribution["type"] != "mpi":
@@ -332,7 +337,7 @@ def run_horovod_environment(run: ResolvedRun) -> list[str]:
     config_key=("environment",),
 )
 def run_deepspeed_environment(run: ResolvedRun) -> list[str]:
-    if not _uses(run, DEEPSPEED, r"\bdeepspeed\b"):
+    if not _uses(run, DEEPSPEED, _DEEPSPEED):
         return []
     out = []
     if _missing(run, "deepspeed"):

@@ -7,11 +7,10 @@ Each rule judges facts the run carries (:class:`~jobs.resolved.ResolvedRun`): th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
-from infra import cuda
+from infra import bounded, cuda
 from jobs.resolved import ResolvedRun
 from policies.rule import run_rule
 
@@ -97,8 +96,8 @@ def _registries(value: str) -> list[str]:
     if len(value) > _MAX_OVERRIDE:
         return []
     try:
-        data = json.loads(value)
-    except (ValueError, RecursionError):
+        data = bounded.load_json(value, "a bootstrapper config override")
+    except ValueError:  # not JSON (json.JSONDecodeError), or nested too deeply (bounded.BoundedInputError)
         return []
 
     def urls(node: Any, depth: int = 0) -> Iterator[str]:
