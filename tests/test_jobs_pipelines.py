@@ -18,7 +18,7 @@ import yaml
 
 from jobs.emulate.composite import sample, step_order
 from jobs.emulate.errors import EmulationError
-from jobs.pipeline_render import composite_yaml, load_composite_job
+from jobs.pipeline_render import composite_yaml
 from jobs.pipelines import resolve_composites
 from model.config import StackConfig
 from model.errors import ConfigError
@@ -287,14 +287,25 @@ def test_job_files_are_byte_identical_wherever_they_are_rendered(root: Path, tmp
     assert first == again
 
 
+def _submitted(root: Path, job: dict[str, Any]) -> tuple[Any, Any, Path]:
+    """What ``amlgpu submit`` sends for ``job`` (azure-ai-ml's ``load_job`` of the file the plan writes), its
+    submission, and the folder that file is in."""
+    from jobs import submit
+
+    submission = submit.prepare(job["name"], config=stack(root, [job]), stack_file="Pulumi.test.yaml", outputs=None,
+                                root=root, environ={}, dry_run=True)
+    file = submit.job_file(submission, root=root, plan_dir=root / "build" / "test")
+    return submit.load(submission, file), submission, file.path.parent
+
+
 def test_what_a_submission_sends_is_load_job_of_the_file(root: Path) -> None:
-    ((job, _),) = resolve_composites(stack(root, [pipeline()]), root)
-    loaded = load_composite_job(job.spec, root=root)
-    assert loaded.name is None and loaded.jobs["train"].resources.instance_count == 2
-    # The file was written to a temporary folder: the code folder is named where the project has it.
-    assert loaded.jobs["train"].component.code == str((root / "jobs" / "workloads").resolve())
-    ((job, _),) = resolve_composites(stack(root, [sweep()]), root)
-    assert load_composite_job(job.spec, root=root).trial.code == str((root / "jobs" / "workloads").resolve())
+    loaded, submission, folder = _submitted(root, pipeline())
+    # The file names no job: the only name is the submission's own.
+    assert loaded.name == submission.name and loaded.jobs["train"].resources.instance_count == 2
+    # The code folder, relative to the file's folder, is where the project has it.
+    assert (folder / loaded.jobs["train"].component.code).resolve() == (root / "jobs" / "workloads").resolve()
+    loaded, _, folder = _submitted(root, sweep())
+    assert (folder / loaded.trial.code).resolve() == (root / "jobs" / "workloads").resolve()
 
 
 # ------------------------------------------------------------------------------------------ run-local
