@@ -28,15 +28,14 @@ from typing import Any
 
 from jobs.importer.base import Draft, ImportInputError, Source, slug
 from jobs.importer.mapping import Context
-from jobs.importer.pipeline import _pipeline
-from jobs.importer.sdk import _literal
+from jobs.importer.pipeline import _COMMON, _pipeline
+from jobs.importer.sdk import _DISTRIBUTIONS, _literal
 from jobs.importer.static import Call, PathValue, Unknown, _Evaluator
 
 KIND = "SDK v2 @pipeline"
 _SETTINGS = ("default_datastore", "continue_on_step_failure", "force_rerun")
 _STEP_ATTRIBUTES = ("compute", "environment", "environment_variables", "distribution", "display_name",
                     "description", "tags")
-_DISTRIBUTIONS = {"PyTorchDistribution": "pytorch", "MpiDistribution": "mpi", "TensorFlowDistribution": "tensorflow"}
 
 
 def _qualified(evaluator: _Evaluator, node: ast.expr) -> str:
@@ -240,7 +239,7 @@ def read(source: Source, ctx: Context, tree: ast.Module) -> list[Draft]:
         job = _literal(draft, reader.read(function, draft), "pipeline", function.lineno)
         draft.run["name"] = job.pop("name", None) or slug(function.name.replace("_", "-"))
         draft.run["type"] = "pipeline"
-        for key in ("display_name", "experiment_name", "description", "tags"):
+        for key in _COMMON:
             if key in job:
                 draft.run[key] = job[key]
         _pipeline(ctx, draft, source, job, {})
