@@ -18,10 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from jobs.pipelines import TRIAL_KEYS
-from jobs.render import _Dumper, job_document
+from jobs.render import dump, job_document
 
 SCHEMA_COMMENTS = {
     "pipeline": "# yaml-language-server: $schema=https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json\n",
@@ -74,7 +72,5 @@ def composite_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path) 
 
     Byte-identical for the same input: keys sorted (steps too), no timestamps, no machine-specific paths."""
     document = composite_document(spec, code_relative_to=code_relative_to, root=root)
-    body = yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
-                     allow_unicode=True)
-    return SCHEMA_COMMENTS[spec["type"]] + body
+    return SCHEMA_COMMENTS[spec["type"]] + dump(document)
 
