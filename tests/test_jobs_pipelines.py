@@ -325,6 +325,37 @@ def test_steps_run_after_the_steps_whose_outputs_they_bind() -> None:
         step_order(spec)
 
 
+
+@pytest.mark.parametrize("kind", ["pipeline", "sweep"])
+def test_a_step_or_trial_error_is_keyed_under_it_and_a_flags_is_not(root: Path, tmp_path: Path, kind: str) -> None:
+    from jobs.emulate.composite import prepare_pipeline, prepare_sweep
+    from jobs.emulate.prepare import Request
+    from jobs.pipelines import resolve_composite
+
+    mpi = {"type": "mpi", "process_count_per_instance": 8}
+    if kind == "pipeline":
+        declared = pipeline()
+        declared["jobs"]["train"]["distribution"] = mpi
+    else:
+        declared = sweep()
+        declared["trial"]["distribution"] = mpi
+    config = stack(root, [declared])
+    job, runs = resolve_composite(config.composites[0], config, root)
+
+    def prepared(request: Request) -> Any:
+        environ = {"PATH": str(tmp_path / "no-mpirun")}  # mpi needs an mpirun: a key of the step's own fails
+        if kind == "pipeline":
+            return prepare_pipeline(job, {r.name: r for r in runs}, request, root=root, workdir=tmp_path / "w",
+                                    environ=environ)
+        return prepare_sweep(job, runs[0], request, trials=1, root=root, workdir=tmp_path / "w", environ=environ)
+
+    with pytest.raises(EmulationError, match="mpirun") as raised:
+        prepared(Request())
+    assert raised.value.key == ("jobs.train" if kind == "pipeline" else "trial") + ".distribution.type"
+    with pytest.raises(EmulationError, match="has no input 'nope'") as raised:
+        prepared(Request(inputs={"train.nope" if kind == "pipeline" else "nope": "1"}))
+    assert raised.value.key == "--input"
+
 def test_sampling_follows_azure_mls_distributions() -> None:
     space = {"lr": {"type": "loguniform", "min_value": -9.2, "max_value": -4.6},
              "q": {"type": "quniform", "min_value": 0, "max_value": 100, "q": 10},
