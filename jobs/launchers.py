@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from infra import bounded
 from infra import regex as linear
 from infra.paths import resolve_inside
 from jobs import topology
@@ -156,11 +157,10 @@ def _reader(code: Path | None) -> Callable[[str], str | None] | None:
         if found is None or not found.is_file():
             return None
         try:
-            with found.open("rb") as handle:
-                data = handle.read(MAX_SCRIPT_BYTES + 1)
-        except OSError:
-            return None
-        return None if len(data) > MAX_SCRIPT_BYTES else data.decode("utf-8", errors="replace")
+            data = bounded.read_bytes(found, MAX_SCRIPT_BYTES, "a launcher script")
+        except (OSError, bounded.BoundedInputError):
+            return None  # unreadable, or larger than MAX_SCRIPT_BYTES: not read
+        return data.decode("utf-8", errors="replace")
 
     return read
 

@@ -9,20 +9,17 @@ written; the trial keeps ``command``, ``code``, ``environment``, ``environment_v
 and ``distribution``. The job's own keys (settings, search space, objective, limits...) are written as the
 spec holds them.
 
-A file names no job: Azure ML gives each creation its own (see :mod:`jobs.render`). :func:`load_composite_job`
-is what a submission sends: azure-ai-ml's ``load_job`` of the very file the plan writes.
+A file names no job: Azure ML gives each creation its own (see :mod:`jobs.render`). A submission sends
+azure-ai-ml's ``load_job`` of the very file the plan writes (:func:`jobs.submit.load`).
 """
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from jobs.pipelines import TRIAL_KEYS
-from jobs.render import _Dumper, job_document, quiet_azure_ai_ml
+from jobs.render import dump, job_document
 
 SCHEMA_COMMENTS = {
     "pipeline": "# yaml-language-server: $schema=https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json\n",
@@ -75,28 +72,5 @@ def composite_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path) 
 
     Byte-identical for the same input: keys sorted (steps too), no timestamps, no machine-specific paths."""
     document = composite_document(spec, code_relative_to=code_relative_to, root=root)
-    body = yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
-                     allow_unicode=True)
-    return SCHEMA_COMMENTS[spec["type"]] + body
+    return SCHEMA_COMMENTS[spec["type"]] + dump(document)
 
-
-def load_composite_job(spec: dict[str, Any], *, root: Path) -> Any:
-    """azure-ai-ml's ``PipelineJob`` / ``SweepJob`` of the file :func:`composite_yaml` writes (what a
-    submission sends: ``jobs.create_or_update`` takes what ``load_job`` returns). Code folders are read where
-    the project has them; the file itself is written to a temporary folder and removed."""
-    from azure.ai.ml import load_job
-
-    with tempfile.TemporaryDirectory(prefix="amlgpu-job-") as scratch:
-        folder = Path(scratch)
-        path = folder / f"{spec['name']}.yml"
-        path.write_text(composite_yaml(spec, code_relative_to=folder, root=root), encoding="utf-8")
-        with quiet_azure_ai_ml():
-            job: Any = load_job(path)
-        # azure-ai-ml keeps a step's code relative to the file, which is about to go: name the folder itself.
-        parts = [node.component for node in job.jobs.values()] if spec["type"] == "pipeline" else [job.trial]
-        for part in parts:
-            code = getattr(part, "code", None)
-            if isinstance(code, str) and not Path(code).is_absolute():
-                part.code = str((folder / code).resolve())
-    job.name = None  # Azure ML names each creation (the caller may set one)
-    return job

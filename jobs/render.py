@@ -171,6 +171,12 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
+def dump(document: dict[str, Any]) -> str:
+    """A job file's body for ``document``: keys sorted, block style, lines never wrapped, text as written."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
+                     allow_unicode=True)
+
+
 @functools.cache
 def _command_job_schema() -> Any:
     """azure-ai-ml's marshmallow schema for command jobs, built once.
@@ -221,6 +227,4 @@ def job_yaml(spec: dict[str, Any], *, code_relative_to: Path, root: Path, with_n
     Byte-identical for the same input: keys sorted, no timestamps, no machine-specific paths.
     """
     document = job_document(spec, code_relative_to=code_relative_to, root=root, with_name=with_name)
-    body = yaml.dump(document, Dumper=_Dumper, sort_keys=True, default_flow_style=False, width=1 << 16,
-                     allow_unicode=True)
-    return SCHEMA_COMMENT + body
+    return SCHEMA_COMMENT + dump(document)

@@ -33,6 +33,7 @@ from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher, read_command
 from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
 from model import fabric
 from model.config import StackConfig
+from model.dockerfile import MAX_BYTES as DOCKERFILE_MAX_BYTES
 from model.runs import DataInput, InlineEnvironment, Run
 
 SHM_GIB_PER_GPU = 4
@@ -142,7 +143,7 @@ def _baked_fabric(environment: Environment | InlineEnvironment, root: Path) -> f
         return fabric.Baked()  # the config check refuses paths leading outside the project
     try:
         with dockerfile.open("rb") as handle:  # model.dockerfile reads at most 1 MiB; one byte more says "too large"
-            text = handle.read((1 << 20) + 1).decode("utf-8", errors="replace")
+            text = handle.read(DOCKERFILE_MAX_BYTES + 1).decode("utf-8", errors="replace")
     except OSError:
         return fabric.Baked()  # the config check reports a missing Dockerfile; nothing baked is known
     return fabric.baked(text, context)

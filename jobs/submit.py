@@ -50,6 +50,7 @@ from jobs.workspace import (
     StackOutputs,
     WorkspaceRef,
     require_subscription,
+    shown,
     workspace_of,
 )
 from model import NAMESPACE
@@ -185,18 +186,11 @@ def job_file(submission: Submission, *, root: Path, plan_dir: Path) -> JobFile:
     except FileNotFoundError:
         return JobFile(text, path, planned=False)
     except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read the planned job file: {err}", file=_shown(path)) from None
+        raise UserError(f"cannot read the planned job file: {err}", file=shown(path)) from None
     if planned != text:
         raise UserError(f"the planned job file differs from what run {submission.run.name!r} renders now: plan "
-                        "the stack again so what is submitted is what was reviewed", file=_shown(path))
+                        "the stack again so what is submitted is what was reviewed", file=shown(path))
     return JobFile(text, path, planned=True)
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.absolute().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 @contextlib.contextmanager
@@ -251,7 +245,7 @@ def dry_run(submission: Submission, job: JobFile, *, root: Path, out: TextIO | N
     print(f"# would submit to {submission.workspace.describe()}", file=out)
     added = ", ".join(f"{key}: {value}" for item in submission.overrides for key, value in item.items())
     origin = "as planned" if job.planned else "as `amlgpu plan` writes it; not planned yet"
-    print(f"# job file {_shown(job.path)} ({origin}), with {added}", file=out)
+    print(f"# job file {shown(job.path)} ({origin}), with {added}", file=out)
     if submission.code is not None:
         links = code_scan.outside_links(root / submission.code)
         if links:

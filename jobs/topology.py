@@ -43,7 +43,7 @@ never taken as right or wrong.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -222,11 +222,10 @@ def _key(option: str) -> str:
     return "--" + option[2:].replace("-", "_") if option.startswith("--") else option
 
 
-def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans: frozenset[str], *,
-             stop: Callable[[str], bool] = lambda _: False) -> _Options:
+def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans: frozenset[str]) -> _Options:
     """Read ``--name value``, ``--name=value`` and boolean flags (``booleans``, by :func:`_key`) until the first
-    word that is not an option (the script) or one ``stop`` accepts (``-m``): argparse's reading, with every
-    option not in ``booleans`` taking one value."""
+    word that is not an option (the script): argparse's reading, with every option not in ``booleans`` taking one
+    value."""
     values: dict[str, shell.Word] = {}
     flags: set[str] = set()
     unknown: list[str] = []
@@ -247,8 +246,6 @@ def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans
             unknown.append(f"`{word.raw}`{_HIDDEN}")
             i += 1
             continue
-        if stop(text):
-            break
         if not text.startswith("-") or text == "-":
             break
         name, eq, inline = text.partition("=")
@@ -363,8 +360,8 @@ def _rank(word: shell.Word | None, flag: str, default: str, contract: Contract) 
 
 # ------------------------------------------------------------------------------------------ launchers
 
-_TORCHRUN_BOOLEANS = frozenset({"--standalone", "-m", "--module", "--no_python", "--run_path", "--virtual_local_rank",
-                                "--use_env", "-h", "--help"})
+TORCHRUN_BOOLEANS = frozenset({"--standalone", "-m", "--module", "--no_python", "--run_path", "--virtual_local_rank",
+                               "--use_env", "-h", "--help"})
 """torchrun's options that take no value (``torch/distributed/run.py``; ``--use-env`` is
 ``torch.distributed.launch``'s); every other option takes one."""
 ACCELERATE_BOOLEANS = frozenset({
@@ -378,7 +375,6 @@ ACCELERATE_BOOLEANS = frozenset({
 DEEPSPEED_BOOLEANS = frozenset({"--module", "--no_python", "--no_local_rank", "--no_ssh_check", "--force_multi",
                                 "--save_pid", "--elastic_training", "--bind_cores_to_rank", "-h", "--help"})
 """The deepspeed launcher's options that take no value (``deepspeed/launcher/runner.py``)."""
-TORCHRUN_BOOLEANS = _TORCHRUN_BOOLEANS
 _HOST_FLAGS = {MPIRUN: ("-H", "--host", "-host", "--hostfile", "-hostfile", "--machinefile", "-machinefile",
                         "--default-hostfile"),
                "horovodrun": ("-H", "--hosts", "-hostfile", "--hostfile", "--host-discovery-script")}

@@ -48,7 +48,7 @@ class StackOutputs:
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """``path`` as the user would type it: relative to the working directory when inside it."""
     try:
         return str(path.absolute().relative_to(Path.cwd()))
@@ -60,11 +60,11 @@ def plan_outputs(plan_dir: Path) -> StackOutputs | None:
     """The outputs an offline plan wrote to ``<plan_dir>/outputs.json``; None when there is no plan."""
     path = plan_dir / "outputs.json"
     try:
-        return StackOutputs(bounded.load_json_file(path, "a plan's outputs"), _shown(path))
+        return StackOutputs(bounded.load_json_file(path, "a plan's outputs"), shown(path))
     except FileNotFoundError:
         return None
     except (OSError, json.JSONDecodeError, bounded.BoundedInputError) as err:
-        raise UserError(f"cannot read the plan's outputs: {err}", file=_shown(path)) from None
+        raise UserError(f"cannot read the plan's outputs: {err}", file=shown(path)) from None
 
 
 def pulumi_outputs(stack: str, root: Path, *, run: Runner = subprocess.run) -> StackOutputs | None:
@@ -96,7 +96,7 @@ def stack_outputs(stack: str, root: Path, plan_dir: Path | None, *, run: Runner 
         found = plan_outputs(plan_dir)
         if found is None:
             raise UserError(f"no outputs.json in {plan_dir}: run `amlgpu plan --stack {stack} --out {plan_dir}`",
-                            file=_shown(plan_dir / "outputs.json"))
+                            file=shown(plan_dir / "outputs.json"))
         return found
     found = pulumi_outputs(stack, root, run=run) or plan_outputs(root / "build" / stack)
     if found is None:

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobs.launchers import LAUNCHERS, PER_GPU_LAUNCHERS, PER_NODE_LAUNCHERS, infer_launcher
+from jobs.launchers import (
+    LAUNCHERS,
+    MAX_SCRIPT_BYTES,
+    PER_GPU_LAUNCHERS,
+    PER_NODE_LAUNCHERS,
+    infer_launcher,
+    read_command,
+)
 from model.runs import Run
 
 
@@ -104,3 +112,15 @@ def test_vocabulary_is_partitioned_by_who_starts_the_gpu_processes() -> None:
     assert inferred == set(LAUNCHERS)
     assert not PER_NODE_LAUNCHERS & PER_GPU_LAUNCHERS
     assert set(LAUNCHERS) - PER_NODE_LAUNCHERS - PER_GPU_LAUNCHERS == {"tf-multiworker", "tf-parameter-server"}
+
+
+@pytest.mark.parametrize(("command", "padding", "launched"), [
+    ("bash run.sh", 0, True), ("bash run.sh", 1, False), ("./run.sh", 0, True), ("./run.sh", 1, False),
+], ids=["bash-at-the-limit", "bash-a-byte-over", "program-at-the-limit", "program-a-byte-over"])
+def test_a_code_folders_script_is_read_up_to_the_limit(tmp_path: Path, command: str, padding: int,
+                                                        launched: bool) -> None:
+    body = "torchrun --nproc_per_node 8 train.py\n"
+    filler = "#" * (MAX_SCRIPT_BYTES - len(body) - 1) + "\n"
+    (tmp_path / "run.sh").write_text(filler + body + "#" * padding)
+    reading = read_command(command, code=tmp_path)
+    assert [launch.launcher for launch in reading.launches] == (["torchrun"] if launched else [])

@@ -18,7 +18,7 @@ import yaml
 
 from jobs.emulate.composite import sample, step_order
 from jobs.emulate.errors import EmulationError
-from jobs.pipeline_render import composite_yaml, load_composite_job
+from jobs.pipeline_render import composite_yaml
 from jobs.pipelines import resolve_composites
 from model.config import StackConfig
 from model.errors import ConfigError
@@ -287,14 +287,25 @@ def test_job_files_are_byte_identical_wherever_they_are_rendered(root: Path, tmp
     assert first == again
 
 
+def _submitted(root: Path, job: dict[str, Any]) -> tuple[Any, Any, Path]:
+    """What ``amlgpu submit`` sends for ``job`` (azure-ai-ml's ``load_job`` of the file the plan writes), its
+    submission, and the folder that file is in."""
+    from jobs import submit
+
+    submission = submit.prepare(job["name"], config=stack(root, [job]), stack_file="Pulumi.test.yaml", outputs=None,
+                                root=root, environ={}, dry_run=True)
+    file = submit.job_file(submission, root=root, plan_dir=root / "build" / "test")
+    return submit.load(submission, file), submission, file.path.parent
+
+
 def test_what_a_submission_sends_is_load_job_of_the_file(root: Path) -> None:
-    ((job, _),) = resolve_composites(stack(root, [pipeline()]), root)
-    loaded = load_composite_job(job.spec, root=root)
-    assert loaded.name is None and loaded.jobs["train"].resources.instance_count == 2
-    # The file was written to a temporary folder: the code folder is named where the project has it.
-    assert loaded.jobs["train"].component.code == str((root / "jobs" / "workloads").resolve())
-    ((job, _),) = resolve_composites(stack(root, [sweep()]), root)
-    assert load_composite_job(job.spec, root=root).trial.code == str((root / "jobs" / "workloads").resolve())
+    loaded, submission, folder = _submitted(root, pipeline())
+    # The file names no job: the only name is the submission's own.
+    assert loaded.name == submission.name and loaded.jobs["train"].resources.instance_count == 2
+    # The code folder, relative to the file's folder, is where the project has it.
+    assert (folder / loaded.jobs["train"].component.code).resolve() == (root / "jobs" / "workloads").resolve()
+    loaded, _, folder = _submitted(root, sweep())
+    assert (folder / loaded.trial.code).resolve() == (root / "jobs" / "workloads").resolve()
 
 
 # ------------------------------------------------------------------------------------------ run-local
@@ -313,6 +324,37 @@ def test_steps_run_after_the_steps_whose_outputs_they_bind() -> None:
     with pytest.raises(EmulationError, match="which no step produces"):
         step_order(spec)
 
+
+
+@pytest.mark.parametrize("kind", ["pipeline", "sweep"])
+def test_a_step_or_trial_error_is_keyed_under_it_and_a_flags_is_not(root: Path, tmp_path: Path, kind: str) -> None:
+    from jobs.emulate.composite import prepare_pipeline, prepare_sweep
+    from jobs.emulate.prepare import Request
+    from jobs.pipelines import resolve_composite
+
+    mpi = {"type": "mpi", "process_count_per_instance": 8}
+    if kind == "pipeline":
+        declared = pipeline()
+        declared["jobs"]["train"]["distribution"] = mpi
+    else:
+        declared = sweep()
+        declared["trial"]["distribution"] = mpi
+    config = stack(root, [declared])
+    job, runs = resolve_composite(config.composites[0], config, root)
+
+    def prepared(request: Request) -> Any:
+        environ = {"PATH": str(tmp_path / "no-mpirun")}  # mpi needs an mpirun: a key of the step's own fails
+        if kind == "pipeline":
+            return prepare_pipeline(job, {r.name: r for r in runs}, request, root=root, workdir=tmp_path / "w",
+                                    environ=environ)
+        return prepare_sweep(job, runs[0], request, trials=1, root=root, workdir=tmp_path / "w", environ=environ)
+
+    with pytest.raises(EmulationError, match="mpirun") as raised:
+        prepared(Request())
+    assert raised.value.key == ("jobs.train" if kind == "pipeline" else "trial") + ".distribution.type"
+    with pytest.raises(EmulationError, match="has no input 'nope'") as raised:
+        prepared(Request(inputs={"train.nope" if kind == "pipeline" else "nope": "1"}))
+    assert raised.value.key == "--input"
 
 def test_sampling_follows_azure_mls_distributions() -> None:
     space = {"lr": {"type": "loguniform", "min_value": -9.2, "max_value": -4.6},

@@ -72,15 +72,6 @@ def step_order(spec: Mapping[str, Any]) -> list[str]:
     return order
 
 
-def _preparer(
-    run: ResolvedRun, *, root: Path, workdir: Path, environ: Mapping[str, str]
-) -> Callable[[Request], Prepared]:
-    def build(request: Request) -> Prepared:
-        return prepare(run, request, root=root, workdir=workdir, environ=environ)
-
-    return build
-
-
 def _capped(request: Request, build: Callable[[Request], Prepared]) -> Prepared:
     """``build(request)``, where ``--nodes``/``--procs-per-node`` above what the run declares mean the run's own."""
     while True:
@@ -93,6 +84,21 @@ def _capped(request: Request, build: Callable[[Request], Prepared]) -> Prepared:
                 request = dataclasses.replace(request, procs_per_node=None)
             else:
                 raise
+
+
+def _prepared(run: ResolvedRun, request: Request, *, key: str, root: Path, workdir: Path,
+              environ: Mapping[str, str]) -> Prepared:
+    """``run`` prepared under ``workdir`` (:func:`_capped`); an error about one of its keys names it under ``key``
+    (``jobs.<step>``, ``trial``), an error about a flag stays as it is."""
+    def build(capped: Request) -> Prepared:
+        return prepare(run, capped, root=root, workdir=workdir, environ=environ)
+
+    try:
+        return _capped(request, build)
+    except EmulationError as err:
+        if err.is_flag:
+            raise
+        raise EmulationError(err.message, key=f"{key}.{err.key}") from None
 
 
 def _local_io(folder: Path, spec: Mapping[str, Any], name: str) -> Path:
@@ -143,12 +149,8 @@ def prepare_pipeline(job: ResolvedComposite, runs: Mapping[str, ResolvedRun], re
                 (workdir / "pipeline-outputs" / bound.name).mkdir(parents=True, exist_ok=True)
         local = dataclasses.replace(run, spec={**run.spec, "inputs": inputs})
         step_request = dataclasses.replace(request, inputs=given)
-        try:
-            prepared = _capped(step_request, _preparer(local, root=root, workdir=folders[name], environ=environ))
-        except EmulationError as err:
-            if err.is_flag:
-                raise
-            raise EmulationError(err.message, key=f"jobs.{name}.{err.key}") from None
+        prepared = _prepared(local, step_request, key=f"jobs.{name}", root=root, workdir=folders[name],
+                             environ=environ)
         steps.append(LocalStep(name, local, prepared))
     return steps
 
@@ -213,11 +215,6 @@ def prepare_sweep(job: ResolvedComposite, trial: ResolvedRun, request: Request, 
         command = SEARCH_SPACE.sub(_substitute(parameters), trial.spec["command"])
         local = dataclasses.replace(trial, spec={**trial.spec, "command": command})
         folder = workdir / f"trial-{number}"
-        try:
-            prepared = _capped(request, _preparer(local, root=root, workdir=folder, environ=environ))
-        except EmulationError as err:
-            if err.is_flag:
-                raise
-            raise EmulationError(err.message, key=f"trial.{err.key}") from None
+        prepared = _prepared(local, request, key="trial", root=root, workdir=folder, environ=environ)
         steps.append(LocalStep(f"trial-{number}", local, prepared, parameters))
     return steps

@@ -46,9 +46,15 @@ def import_files(paths: list[Path], ctx: Context, *, name: str | None = None) ->
         if not path.is_file():
             raise ImportInputError("no such file", file=source.display)
         if cliv2.is_job_file(path):
-            drafts += pipeline.read(source, ctx) if pipeline.is_composite_file(source) else cliv2.read(source, ctx)
+            document = cliv2.load_yaml(source)  # read and parsed once; bad YAML is exit 2 naming the line
+            read = pipeline.read if pipeline.is_composite(document) else cliv2.read
+            drafts += read(source, ctx, document)
         elif sdk.is_script(path):
-            drafts += sdk_pipeline.read(source, ctx) if sdk_pipeline.has_pipeline(source) else sdk.read(source, ctx)
+            text, tree = sdk.parse_script(source)  # read and parsed once; text that is not Python is exit 2
+            if sdk_pipeline.has_pipeline(source, tree):
+                drafts += sdk_pipeline.read(source, ctx, tree)
+            else:
+                drafts += sdk.read(source, ctx, text, tree)
         else:
             raise ImportInputError("not a job file (.yml/.yaml) or a Python script (.py)", file=source.display)
     if name is not None:

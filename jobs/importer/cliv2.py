@@ -76,9 +76,9 @@ def load_yaml(source: Source) -> Any:
                                line=mark.line + 1 if mark else None) from None
 
 
-def read(source: Source, ctx: Context) -> list[Draft]:
-    """The command job in ``source`` as a draft (exit 2 when it is not one)."""
-    document = load_yaml(source)
+def read(source: Source, ctx: Context, document: Any) -> list[Draft]:
+    """The command job in ``source`` (its ``document``, as :func:`load_yaml` reads it) as a draft (exit 2 when it
+    is not one)."""
     if not isinstance(document, dict):
         raise ImportInputError("not a job file: expected a mapping with 'command' (an Azure ML CLI v2 command job)",
                                file=source.display)

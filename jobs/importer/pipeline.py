@@ -42,19 +42,15 @@ _COMMON = ("display_name", "experiment_name", "description", "tags")
 _GENERIC_STEMS = frozenset({"job", "pipeline", "job-sweep", "sweep"})
 
 
-def is_composite_file(source: Source) -> bool:
-    """Whether a YAML file is a pipeline or sweep job (its top-level ``type``); a file that does not parse is
-    left to the command-job reader, which reports it."""
-    try:
-        document = load_yaml(source)
-    except ImportInputError:
-        return False
+def is_composite(document: Any) -> bool:
+    """Whether a job file's document (:func:`jobs.importer.cliv2.load_yaml`) is a pipeline or sweep job (its
+    top-level ``type``)."""
     return isinstance(document, dict) and document.get("type") in KIND
 
 
-def read(source: Source, ctx: Context) -> list[Draft]:
-    """The pipeline or sweep job in ``source`` as a draft (exit 2 when it cannot be one)."""
-    document = load_yaml(source)
+def read(source: Source, ctx: Context, document: Any) -> list[Draft]:
+    """The pipeline or sweep job in ``source`` (its ``document``, as :func:`jobs.importer.cliv2.load_yaml` reads
+    it) as a draft (exit 2 when it cannot be one)."""
     if not isinstance(document, dict) or document.get("type") not in KIND:
         raise ImportInputError("not a pipeline or sweep job file", file=source.display)
     job = _plain(document)

@@ -36,6 +36,7 @@ What the text does not determine (a value computed at run time, a configuration 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import os
@@ -64,7 +65,7 @@ from jobs.importer.static import (
     PathValue,
     ScriptTooLarge,
     Unknown,
-    evaluate,
+    evaluate_tree,
     parse,
 )
 from model.runs import is_remote_path
@@ -95,6 +96,14 @@ def read_script(source: Source) -> str:
         raise ImportInputError(err.message, file=source.display, line=err.line) from None
 
 
+def parse_script(source: Source) -> tuple[str, ast.Module]:
+    """The text of a submission script and its syntax tree; bad input (unreadable, past the bounds, not Python)
+    names the file (and the line)."""
+    text = read_script(source)
+    with python_errors(source):
+        return text, parse(text, str(source.path.resolve()))
+
+
 @contextlib.contextmanager
 def python_errors(source: Source) -> Iterator[None]:
     """Text that is not Python, or a script past the import's bounds, as bad input naming the file and line."""
@@ -106,16 +115,16 @@ def python_errors(source: Source) -> Iterator[None]:
         raise ImportInputError(str(err), file=source.display, line=err.line) from None
 
 
-def read(source: Source, ctx: Context) -> list[Draft]:
-    """Every ``ScriptRunConfig(...)`` and ``command(...)`` of a script, as drafts (exit 2 when none)."""
-    text = read_script(source)
+def read(source: Source, ctx: Context, text: str, tree: ast.Module) -> list[Draft]:
+    """Every ``ScriptRunConfig(...)`` and ``command(...)`` of a script (its ``text`` and syntax ``tree``, as
+    :func:`parse_script` reads them), as drafts (exit 2 when none)."""
     with python_errors(source):
-        module = evaluate(text, str(source.path.resolve()))
+        module = evaluate_tree(tree, str(source.path.resolve()))
     runs = [c for c in module.calls if c.name == "ScriptRunConfig"]
     commands = [c for c in module.calls if c.name == "command" and c.qualified.startswith(("azure.ai.ml", "command"))]
     if not runs and not commands:
         hint = ""
-        unread = _unread_call(text, str(source.path.resolve()))
+        unread = _unread_call(tree)
         if unread is not None:
             raise ImportInputError(
                 f"{unread[1]}(...) is called inside a function, class or loop, which import does not follow: "
@@ -147,11 +156,9 @@ def read(source: Source, ctx: Context) -> list[Draft]:
 # ------------------------------------------------------------------------------------------ shared
 
 
-def _unread_call(text: str, script: str) -> tuple[int, str] | None:
-    """The first ``ScriptRunConfig(...)``/``command(...)`` call anywhere in the text, by its name only."""
-    import ast
-
-    for node in ast.walk(parse(text, script)):
+def _unread_call(tree: ast.Module) -> tuple[int, str] | None:
+    """The first ``ScriptRunConfig(...)``/``command(...)`` call anywhere in the script, by its name only."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""

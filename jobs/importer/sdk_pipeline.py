@@ -28,15 +28,14 @@ from typing import Any
 
 from jobs.importer.base import Draft, ImportInputError, Source, slug
 from jobs.importer.mapping import Context
-from jobs.importer.pipeline import _pipeline
-from jobs.importer.sdk import _literal, python_errors, read_script
-from jobs.importer.static import Call, PathValue, Unknown, _Evaluator, parse
+from jobs.importer.pipeline import _COMMON, _pipeline
+from jobs.importer.sdk import _DISTRIBUTIONS, _literal
+from jobs.importer.static import Call, PathValue, Unknown, _Evaluator
 
 KIND = "SDK v2 @pipeline"
 _SETTINGS = ("default_datastore", "continue_on_step_failure", "force_rerun")
 _STEP_ATTRIBUTES = ("compute", "environment", "environment_variables", "distribution", "display_name",
                     "description", "tags")
-_DISTRIBUTIONS = {"PyTorchDistribution": "pytorch", "MpiDistribution": "mpi", "TensorFlowDistribution": "tensorflow"}
 
 
 def _qualified(evaluator: _Evaluator, node: ast.expr) -> str:
@@ -48,18 +47,9 @@ def _is_pipeline_decorator(evaluator: _Evaluator, node: ast.expr) -> bool:
     return _qualified(evaluator, target) in ("azure.ai.ml.dsl.pipeline", "azure.ai.ml.dsl._pipeline_decorator.pipeline")
 
 
-def _parse(source: Source) -> tuple[ast.Module, str]:
-    text = read_script(source)
-    with python_errors(source):
-        return parse(text, str(source.path)), text
-
-
-def has_pipeline(source: Source) -> bool:
-    """Whether a script defines an ``@pipeline`` function (azure-ai-ml's ``dsl.pipeline``) at module level."""
-    try:
-        tree, _ = _parse(source)
-    except ImportInputError:
-        return False  # the command-job reader reports it
+def has_pipeline(source: Source, tree: ast.Module) -> bool:
+    """Whether a script (its syntax ``tree``) defines an ``@pipeline`` function (azure-ai-ml's ``dsl.pipeline``)
+    at module level."""
     evaluator = _Evaluator(str(source.path))
     evaluator.run([s for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom)])
     return any(isinstance(s, ast.FunctionDef) and any(_is_pipeline_decorator(evaluator, d) for d in s.decorator_list)
@@ -237,9 +227,9 @@ class _Reader:
         return values
 
 
-def read(source: Source, ctx: Context) -> list[Draft]:
-    """Every ``@pipeline`` function of a script, as drafts (exit 2 when one cannot be read)."""
-    tree, _ = _parse(source)
+def read(source: Source, ctx: Context, tree: ast.Module) -> list[Draft]:
+    """Every ``@pipeline`` function of a script (its syntax ``tree``), as drafts (exit 2 when one cannot be
+    read)."""
     reader = _Reader(source, tree)
     functions = [s for s in tree.body if isinstance(s, ast.FunctionDef)
                  and any(_is_pipeline_decorator(reader.evaluator, d) for d in s.decorator_list)]
@@ -249,7 +239,7 @@ def read(source: Source, ctx: Context) -> list[Draft]:
         job = _literal(draft, reader.read(function, draft), "pipeline", function.lineno)
         draft.run["name"] = job.pop("name", None) or slug(function.name.replace("_", "-"))
         draft.run["type"] = "pipeline"
-        for key in ("display_name", "experiment_name", "description", "tags"):
+        for key in _COMMON:
             if key in job:
                 draft.run[key] = job[key]
         _pipeline(ctx, draft, source, job, {})

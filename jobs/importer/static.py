@@ -662,7 +662,11 @@ def evaluate(source: str, script: str) -> Module:
 
     Raises as :func:`parse` does.
     """
-    tree = parse(source, script)
+    return evaluate_tree(parse(source, script), script)
+
+
+def evaluate_tree(tree: ast.Module, script: str) -> Module:
+    """:func:`evaluate` of a script already parsed (:func:`parse`) into ``tree``."""
     evaluator = _Evaluator(script)
     evaluator.run(tree.body)
     return Module(names=evaluator.names, calls=evaluator.calls, writes=evaluator.writes)
