@@ -135,14 +135,14 @@ def baked(text: str, context: Path | None) -> Baked:
         Setting(v.name, v.value or "", f"Dockerfile ENV at line {v.where.line}" if v.where else "Dockerfile ENV",
                 resolved=v.value is not None)
         for v in image.env if v.name in WATCHED or v.name in STEERING)
-    files = tuple(ConfigFile(f.path, f.content, f.where) for f in image.files if _config_path(f.path, env, image.home))
+    files = tuple(ConfigFile(f.path, f.content, f.where) for f in image.files if _config_path(f.path, env))
     unknowns = tuple(f"{u} in the Dockerfile" for u in image.unknowns
                      if u.kind in ("eval", "shell input", "dynamic command", "parse error", "too large", "too deep",
                                    "timeout"))
     return Baked(settings, files, unknowns, image.home)
 
 
-def _config_path(path: str, env: Mapping[str, shell.Variable], home: str | None) -> bool:
+def _config_path(path: str, env: Mapping[str, shell.Variable]) -> bool:
     name = posixpath.basename(path)
     if name in ("nccl.conf", ".nccl.conf", "mca-params.conf", *MCA_FILES):
         return True
@@ -156,33 +156,6 @@ def _config_path(path: str, env: Mapping[str, shell.Variable], home: str | None)
 def _paths(value: str) -> list[str]:
     """The files a ``NCCL_CONF_FILE`` or ``mca_base_param_files`` value names (``,`` or ``:`` between them)."""
     return value.replace(":", ",").split(",")
-
-
-def from_environment(variables: Mapping[str, str]) -> list[Setting]:
-    """Watched variables among a run's ``environment_variables`` (values are literal: no expansion)."""
-    return [Setting(k, str(v), "environment_variables") for k, v in sorted(variables.items()) if k in WATCHED]
-
-
-def from_command(command: str) -> list[Setting]:
-    """The watched variables the command's training processes see that the command itself sets."""
-    script = shell.evaluate(command, platform=PLATFORM, placeholders={})
-    environs = [p.environ for p in _processes(script)] or [_final(script)]
-    return _unique(s for environ in environs for name in WATCHED for s in _candidates(name, environ.get(name, ())))
-
-
-def from_dockerfile(text: str, context: Path | None = None) -> list[Setting]:
-    """Watched variables a Dockerfile bakes into the image: its ``ENV``, and its NCCL and Open MPI
-    configuration files' lines (read with the libraries' own rules)."""
-    image = baked(text, context)
-    out = [s for s in image.settings if s.name in WATCHED]
-    for f in image.files:
-        if f.content is None:
-            continue
-        if posixpath.basename(f.path) in ("nccl.conf", ".nccl.conf"):
-            out += _nccl_file(f.content, f"{f.path} ({f.how})")
-        else:
-            out += _mca_file(f.content, f"{f.path} ({f.how})")
-    return out
 
 
 def _unique(settings: Iterable[Setting]) -> list[Setting]:
