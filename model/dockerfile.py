@@ -288,7 +288,7 @@ def _shell(text: str, stage: _Stage, global_args: dict[str, Variable], budget: s
         path = write.path.value
         if path is None:
             continue
-        full = shell.join_path(stage.workdir, path) if not path.startswith("/") else posixpath.normpath(path)
+        full = shell.join_path(stage.workdir, path)
         if full is None:
             continue
         if write.source is not None:
@@ -310,7 +310,7 @@ def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: di
         stage.unknowns.append(Unknown("file", ins.original, where))
         return
     dest_dir = dest.endswith("/") or len(values) > 2
-    dest_path = shell.join_path(stage.workdir, dest) if not dest.startswith("/") else posixpath.normpath(dest)
+    dest_path = shell.join_path(stage.workdir, dest)
     if dest_path is None:
         return
     heredocs = dict(ins.heredocs)

@@ -339,10 +339,8 @@ def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image
 
 
 def _absolute(path: str, process: shell.Command | None) -> str:
-    if path.startswith("/"):
-        return posixpath.normpath(path)
-    cwd = process.cwd if process is not None else "."
-    return posixpath.normpath(posixpath.join(cwd or ".", path))  # relative: a file of the code folder
+    """A file the process opens: a relative path from its folder, else from the code folder (``.``)."""
+    return shell.join_path((process.cwd if process is not None else None) or ".", path)
 
 
 def _files(script: shell.Script, index: int, image: Baked) -> dict[str, list[tuple[str | None, str, bool]]]:
