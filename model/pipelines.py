@@ -42,7 +42,7 @@ from pydantic import (
 
 from infra import bounded, naming
 from infra import regex as linear
-from infra.enums import AnyCase, lower
+from infra.enums import AnyCase
 from infra.paths import resolve_inside
 from model.runs import (
     FILE_PREFIX,
@@ -58,6 +58,8 @@ from model.runs import (
     Resources,
     Run,
     Service,
+    distribution_any_case,
+    strip_compute_prefix,
 )
 
 PIPELINE = "pipeline"
@@ -115,13 +117,6 @@ def _only_known_bindings(value: object) -> None:
             f"{value!r} is not a binding this stack reads: write ${{{{parent.inputs.<name>}}}}, "
             "${{parent.outputs.<name>}} or ${{parent.jobs.<step>.outputs.<name>}} as the whole value"
         )
-
-
-def _distribution_any_case(value: Any) -> Any:
-    # As the run model: azure-ai-ml accepts `type: MPI` as `mpi`; the discriminator reads the tag first.
-    if isinstance(value, dict) and isinstance(value.get("type"), str):
-        return {**value, "type": lower(value["type"])}
-    return value
 
 
 # ------------------------------------------------------------------------------------------ components
@@ -204,7 +199,7 @@ class CommandComponent(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return _distribution_any_case(value)
+        return distribution_any_case(value)
 
 
 def _rebase(path: str, folder: PurePosixPath) -> str:
@@ -283,7 +278,7 @@ class PipelineSettings(Model):
     @field_validator("default_compute")
     @classmethod
     def _strip_compute_prefix(cls, value: str | None) -> str | None:
-        return value.removeprefix("azureml:") if value is not None else None
+        return strip_compute_prefix(value) if value is not None else None
 
 
 StepOutput = DataOutput | StrictStr | None
@@ -357,7 +352,7 @@ class PipelineStep(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return _distribution_any_case(value)
+        return distribution_any_case(value)
 
     @field_validator("inputs")
     @classmethod
@@ -688,7 +683,7 @@ class Trial(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return _distribution_any_case(value)
+        return distribution_any_case(value)
 
 
 class SweepJob(Model):
@@ -735,7 +730,7 @@ class SweepJob(Model):
     @field_validator("compute")
     @classmethod
     def _strip_compute_prefix(cls, value: str) -> str:
-        return value.removeprefix("azureml:")
+        return strip_compute_prefix(value)
 
     @field_validator("search_space")
     @classmethod
