@@ -506,9 +506,15 @@ def _step_run(
     try:
         return Run.model_validate(fields), []
     except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = tuple(p for p in first["loc"] if isinstance(p, int) or not str(p)[:1].isupper())
-        return None, [(where, first["msg"].removeprefix("Value error, "))]
+        return None, [_first_problem(err)]
+
+
+def _first_problem(err: ValidationError) -> tuple[tuple[str | int, ...], str]:
+    """A run's first validation error: its path below the run (the union members' class names pydantic puts
+    in it left out) and its message."""
+    first = err.errors(include_url=False)[0]
+    where = tuple(p for p in first["loc"] if isinstance(p, int) or not str(p)[:1].isupper())
+    return where, first["msg"].removeprefix("Value error, ")
 
 
 def _component_inputs(component: CommandComponent, given: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -787,9 +793,7 @@ class SweepJob(Model):
         try:
             yield TRIAL, Run.model_validate(fields), []
         except ValidationError as err:
-            first = err.errors(include_url=False)[0]
-            where = tuple(p for p in first["loc"] if isinstance(p, int) or not str(p)[:1].isupper())
-            yield TRIAL, None, [(where, first["msg"].removeprefix("Value error, "))]
+            yield TRIAL, None, [_first_problem(err)]
 
 
 # ------------------------------------------------------------------------------------------ the jobs list
