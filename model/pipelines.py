@@ -218,7 +218,8 @@ def _rebase(path: str, folder: PurePosixPath) -> str:
 
 def component_file(reference: str, root: Path) -> tuple[CommandComponent, PurePosixPath]:
     """The command component a ``component: file:<path>`` names, and its folder relative to the project root.
-    Raises ValueError naming what is wrong (missing, not YAML, outside the project, not a command component)."""
+    Raises ValueError naming what is wrong (missing, unreadable, not YAML, outside the project, not a command
+    component)."""
     relative = reference.removeprefix(FILE_PREFIX)
     path = resolve_inside(root, relative)
     if path is None:
@@ -227,6 +228,8 @@ def component_file(reference: str, root: Path) -> tuple[CommandComponent, PurePo
         raise ValueError(f"component file {relative!r} not found")
     try:
         data = bounded.load_file(path, bounded.COMPONENT_FILE)
+    except OSError as err:
+        raise ValueError(f"component file {relative!r} cannot be read: {err.strerror or err}") from None
     except bounded.BoundedInputError as err:
         raise ValueError(f"component file {relative!r}: {err}") from None
     if not isinstance(data, dict):
