@@ -128,7 +128,9 @@ def baked(text: str, context: Path | None) -> Baked:
     image = dockerfile.evaluate(text, context=context, wanted=IMAGE_PATHS)
     env = {v.name: v for v in image.env}
     extra = [v.value for n, v in env.items() if n in STEERING[:3] and v.value]
-    if extra:  # NCCL_CONF_FILE / mca_base_param_files name more files: read those from the context too
+    named = {posixpath.normpath(p) for value in extra for p in _paths(value or "") if p.startswith("/")}
+    if any(p == to or p.startswith(to.rstrip("/") + "/") for p in named - set(IMAGE_PATHS) for to in image.copied_to):
+        # NCCL_CONF_FILE / mca_base_param_files name more files a COPY may bring: read those from the context too
         wanted = (*IMAGE_PATHS, *(p for value in extra for p in _paths(value or "") if p.startswith("/")))
         image = dockerfile.evaluate(text, context=context, wanted=wanted)
     settings = tuple(
