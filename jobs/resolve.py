@@ -182,27 +182,63 @@ def inline_environment(env: InlineEnvironment) -> dict[str, Any]:
     return dumped
 
 
-def _environment(run: Run, config: StackConfig, root: Path) -> tuple[str | dict[str, Any], EnvironmentFacts]:
+@dataclass(frozen=True)
+class Content:
+    """What an environment's files say: its Dockerfile's ``FROM`` images, the capabilities of the image (the
+    Dockerfile, the conda file, ``provides``) and what the build bakes in for the interconnect."""
+
+    bases: tuple[str, ...]
+    caps: capabilities.Capabilities
+    baked: fabric.Baked
+
+
+Contents = dict[tuple[object, ...], Content]
+"""An environment's parts -> :class:`Content`: what its files say, read once per plan by the callers that
+resolve a stack's runs."""
+
+
+def _content(env: Environment | InlineEnvironment, root: Path, contents: Contents | None) -> Content:
+    """``env``'s files read, or what ``contents`` holds from an environment of the same parts: a Dockerfile is
+    evaluated once per plan, whatever number of runs use it (a hostile one takes seconds)."""
+    reference = env.reference if isinstance(env, Environment) else None
+    build = env.build
+    key = (env.image, reference, build.path if build else None, build.dockerfile_path if build else None,
+           env.conda_file, tuple(env.provides) if env.provides is not None else None)
+    if contents is not None and key in contents:
+        return contents[key]
+    content = Content(
+        bases=_bases(root / build.path, build.dockerfile_path) if build else (),
+        caps=environment_evidence(image=env.image, reference=reference, build=build, conda_file=env.conda_file,
+                                  provides=env.provides, root=root),
+        baked=_baked_fabric(env, root),
+    )
+    if contents is not None:
+        contents[key] = content
+    return content
+
+
+def _environment(run: Run, config: StackConfig, root: Path,
+                 contents: Contents | None = None) -> tuple[str | dict[str, Any], EnvironmentFacts]:
     env = run.environment
     if isinstance(env, InlineEnvironment):
-        bases = _bases(root / env.build.path, env.build.dockerfile_path) if env.build else ()
-        caps = environment_evidence(image=env.image, reference=None, build=env.build, conda_file=env.conda_file,
-                                    provides=env.provides, root=root)
+        content = _content(env, root, contents)
+        bases = content.bases
         pinned = image_pinned(env.image) if env.image else all(image_pinned(b) for b in bases)
         label = env.image or f"build {env.build.path if env.build else ''}"
-        return inline_environment(env), _facts(id=f"inline ({label})", name=None, source="inline", caps=caps,
-                                               image=env.image, bases=bases, pinned=pinned,
-                                               baked=_baked_fabric(env, root), conda_file=env.conda_file is not None)
+        return inline_environment(env), _facts(id=f"inline ({label})", name=None, source="inline",
+                                               caps=content.caps, image=env.image, bases=bases, pinned=pinned,
+                                               baked=content.baked, conda_file=env.conda_file is not None)
     declared: Environment | None = config.environment(env) or next(
         (e for e in config.environments if e.asset_id == env), None
     )
     if declared is not None:
         source = "image" if declared.image else "build" if declared.build else "reference"
-        bases = _bases(root / declared.build.path, declared.build.dockerfile_path) if declared.build else ()
+        content = _content(declared, root, contents)
+        bases = content.bases
         pinned = declared.is_pinned and all(image_pinned(b) for b in bases)
         return declared.asset_id, _facts(id=declared.asset_id, name=declared.name, source=source,
-                                         caps=declared.evidence(root), image=declared.image, bases=bases,
-                                         pinned=pinned, baked=_baked_fabric(declared, root),
+                                         caps=content.caps, image=declared.image, bases=bases,
+                                         pinned=pinned, baked=content.baked,
                                          conda_file=declared.conda_file is not None)
     return env, _facts(id=env, name=None, source="external", caps=capabilities.of_reference(env), image=None,
                        pinned=reference_version(env) is not None)
@@ -281,13 +317,14 @@ def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]]
 
 def resolve_run(
     run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None,
-    facts: FolderFacts | None = None,
+    facts: FolderFacts | None = None, contents: Contents | None = None,
 ) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
     by :class:`model.config.StackConfig`), with the facts the policy pack judges it by.
 
     ``facts``: the scans of the run's code folder when the caller already has them (None: scan it);
-    ``code_findings`` alone overrides the credential scan.
+    ``code_findings`` alone overrides the credential scan. ``contents``: environments' files read so far in
+    this plan (filled in here; None: read them).
     """
     cluster = config.cluster(run.compute)
     folder = _code_path(run.code)
@@ -306,7 +343,7 @@ def resolve_run(
             present.append((ref.kind, ref.path))
         elif ref.path not in missing:
             missing.append(ref.path)
-    environment_id, environment = _environment(run, config, root)
+    environment_id, environment = _environment(run, config, root, contents)
     if environment.cuda_certain and reading.installs_packages():
         environment = replace(environment, cuda_certain=False)  # what it installs may bring its own CUDA
     spec = _spec(run, config, launcher, environment_id)
@@ -356,10 +393,11 @@ def resolve_all(
 ) -> list[ResolvedRun]:
     """Every run the stack declares, resolved, sorted by name (a pipeline's steps and a sweep's trial:
     :mod:`jobs.pipelines`). ``scans``: code folder scans to share with other callers (filled in here)."""
-    # Runs mostly share a few code folders: scan each folder once, not once per run (a 1000-run stack
-    # read the same files 1000 times).
+    # Runs mostly share a few code folders and environments: scan each folder once, read each environment's
+    # files once, not once per run (a 1000-run stack read the same files 1000 times).
     scans = scans if scans is not None else {}
+    contents: Contents = {}  # per call: what a file says is never kept from one plan to the next
     resolved = []
     for run in sorted(config.runs, key=lambda r: r.name):
-        resolved.append(resolve_run(run, config, root, facts=scanned(scans, root, run.code)))
+        resolved.append(resolve_run(run, config, root, facts=scanned(scans, root, run.code), contents=contents))
     return resolved

@@ -141,6 +141,9 @@ class Image:
     """The last ``USER`` (None: root, the default)."""
     home: str | None
     """``HOME`` for the image's user: ``ENV HOME``, else ``/root`` for root, else None (not known)."""
+    copied_to: tuple[str, ...] = ()
+    """Where ``COPY``/``ADD`` of every stage put build-context files: the only image paths (each, or a path
+    below it) that ``wanted`` can add a file at."""
 
 
 @dataclass
@@ -150,6 +153,7 @@ class _Stage:
     files: list[ImageFile] = field(default_factory=list)
     runs: list[shell.Script] = field(default_factory=list)
     unknowns: list[Unknown] = field(default_factory=list)
+    copied_to: list[str] = field(default_factory=list)
     workdir: str | None = "/"
     user: str | None = None
     shell: tuple[str, ...] = ("/bin/sh", "-c")
@@ -222,7 +226,7 @@ def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] 
     last = stages[-1] if stages else _Stage()
     home = _home(last)
     return Image(tuple(last.env[n] for n in sorted(last.env)), tuple(last.files), tuple(last.runs),
-                 (*problems, *last.unknowns), last.user, home)
+                 (*problems, *last.unknowns), last.user, home, tuple(p for s in stages for p in s.copied_to))
 
 
 def _from(ins: Instruction, stages: list[_Stage], global_args: dict[str, Variable], escape: str) -> _Stage:
@@ -288,7 +292,7 @@ def _shell(text: str, stage: _Stage, global_args: dict[str, Variable], budget: s
         path = write.path.value
         if path is None:
             continue
-        full = shell.join_path(stage.workdir, path) if not path.startswith("/") else posixpath.normpath(path)
+        full = shell.join_path(stage.workdir, path)
         if full is None:
             continue
         if write.source is not None:
@@ -310,7 +314,7 @@ def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: di
         stage.unknowns.append(Unknown("file", ins.original, where))
         return
     dest_dir = dest.endswith("/") or len(values) > 2
-    dest_path = shell.join_path(stage.workdir, dest) if not dest.startswith("/") else posixpath.normpath(dest)
+    dest_path = shell.join_path(stage.workdir, dest)
     if dest_path is None:
         return
     heredocs = dict(ins.heredocs)
@@ -343,6 +347,7 @@ def _copy_from_context(ins: Instruction, source: str, dest: str, dest_dir: bool,
     """The wanted image paths a context source lands on, with their content (read inside the context)."""
     if context is None:
         return
+    stage.copied_to.append(dest)
     base = context.resolve()
     pattern = source.lstrip("/")
     matches: list[Path]

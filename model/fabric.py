@@ -128,21 +128,23 @@ def baked(text: str, context: Path | None) -> Baked:
     image = dockerfile.evaluate(text, context=context, wanted=IMAGE_PATHS)
     env = {v.name: v for v in image.env}
     extra = [v.value for n, v in env.items() if n in STEERING[:3] and v.value]
-    if extra:  # NCCL_CONF_FILE / mca_base_param_files name more files: read those from the context too
+    named = {posixpath.normpath(p) for value in extra for p in _paths(value or "") if p.startswith("/")}
+    if any(p == to or p.startswith(to.rstrip("/") + "/") for p in named - set(IMAGE_PATHS) for to in image.copied_to):
+        # NCCL_CONF_FILE / mca_base_param_files name more files a COPY may bring: read those from the context too
         wanted = (*IMAGE_PATHS, *(p for value in extra for p in _paths(value or "") if p.startswith("/")))
         image = dockerfile.evaluate(text, context=context, wanted=wanted)
     settings = tuple(
         Setting(v.name, v.value or "", f"Dockerfile ENV at line {v.where.line}" if v.where else "Dockerfile ENV",
                 resolved=v.value is not None)
         for v in image.env if v.name in WATCHED or v.name in STEERING)
-    files = tuple(ConfigFile(f.path, f.content, f.where) for f in image.files if _config_path(f.path, env, image.home))
+    files = tuple(ConfigFile(f.path, f.content, f.where) for f in image.files if _config_path(f.path, env))
     unknowns = tuple(f"{u} in the Dockerfile" for u in image.unknowns
                      if u.kind in ("eval", "shell input", "dynamic command", "parse error", "too large", "too deep",
                                    "timeout"))
     return Baked(settings, files, unknowns, image.home)
 
 
-def _config_path(path: str, env: Mapping[str, shell.Variable], home: str | None) -> bool:
+def _config_path(path: str, env: Mapping[str, shell.Variable]) -> bool:
     name = posixpath.basename(path)
     if name in ("nccl.conf", ".nccl.conf", "mca-params.conf", *MCA_FILES):
         return True
@@ -156,33 +158,6 @@ def _config_path(path: str, env: Mapping[str, shell.Variable], home: str | None)
 def _paths(value: str) -> list[str]:
     """The files a ``NCCL_CONF_FILE`` or ``mca_base_param_files`` value names (``,`` or ``:`` between them)."""
     return value.replace(":", ",").split(",")
-
-
-def from_environment(variables: Mapping[str, str]) -> list[Setting]:
-    """Watched variables among a run's ``environment_variables`` (values are literal: no expansion)."""
-    return [Setting(k, str(v), "environment_variables") for k, v in sorted(variables.items()) if k in WATCHED]
-
-
-def from_command(command: str) -> list[Setting]:
-    """The watched variables the command's training processes see that the command itself sets."""
-    script = shell.evaluate(command, platform=PLATFORM, placeholders={})
-    environs = [p.environ for p in _processes(script)] or [_final(script)]
-    return _unique(s for environ in environs for name in WATCHED for s in _candidates(name, environ.get(name, ())))
-
-
-def from_dockerfile(text: str, context: Path | None = None) -> list[Setting]:
-    """Watched variables a Dockerfile bakes into the image: its ``ENV``, and its NCCL and Open MPI
-    configuration files' lines (read with the libraries' own rules)."""
-    image = baked(text, context)
-    out = [s for s in image.settings if s.name in WATCHED]
-    for f in image.files:
-        if f.content is None:
-            continue
-        if posixpath.basename(f.path) in ("nccl.conf", ".nccl.conf"):
-            out += _nccl_file(f.content, f"{f.path} ({f.how})")
-        else:
-            out += _mca_file(f.content, f"{f.path} ({f.how})")
-    return out
 
 
 def _unique(settings: Iterable[Setting]) -> list[Setting]:
@@ -366,10 +341,8 @@ def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image
 
 
 def _absolute(path: str, process: shell.Command | None) -> str:
-    if path.startswith("/"):
-        return posixpath.normpath(path)
-    cwd = process.cwd if process is not None else "."
-    return posixpath.normpath(posixpath.join(cwd or ".", path))  # relative: a file of the code folder
+    """A file the process opens: a relative path from its folder, else from the code folder (``.``)."""
+    return shell.join_path((process.cwd if process is not None else None) or ".", path)
 
 
 def _files(script: shell.Script, index: int, image: Baked) -> dict[str, list[tuple[str | None, str, bool]]]:

@@ -42,7 +42,7 @@ from pydantic import (
 
 from infra import bounded, naming
 from infra import regex as linear
-from infra.enums import AnyCase, lower
+from infra.enums import AnyCase
 from infra.paths import resolve_inside
 from model.runs import (
     FILE_PREFIX,
@@ -58,6 +58,8 @@ from model.runs import (
     Resources,
     Run,
     Service,
+    distribution_any_case,
+    strip_compute_prefix,
 )
 
 PIPELINE = "pipeline"
@@ -115,13 +117,6 @@ def _only_known_bindings(value: object) -> None:
             f"{value!r} is not a binding this stack reads: write ${{{{parent.inputs.<name>}}}}, "
             "${{parent.outputs.<name>}} or ${{parent.jobs.<step>.outputs.<name>}} as the whole value"
         )
-
-
-def _distribution_any_case(value: Any) -> Any:
-    # As the run model: azure-ai-ml accepts `type: MPI` as `mpi`; the discriminator reads the tag first.
-    if isinstance(value, dict) and isinstance(value.get("type"), str):
-        return {**value, "type": lower(value["type"])}
-    return value
 
 
 # ------------------------------------------------------------------------------------------ components
@@ -204,7 +199,7 @@ class CommandComponent(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return _distribution_any_case(value)
+        return distribution_any_case(value)
 
 
 def _rebase(path: str, folder: PurePosixPath) -> str:
@@ -223,7 +218,8 @@ def _rebase(path: str, folder: PurePosixPath) -> str:
 
 def component_file(reference: str, root: Path) -> tuple[CommandComponent, PurePosixPath]:
     """The command component a ``component: file:<path>`` names, and its folder relative to the project root.
-    Raises ValueError naming what is wrong (missing, not YAML, outside the project, not a command component)."""
+    Raises ValueError naming what is wrong (missing, unreadable, not YAML, outside the project, not a command
+    component)."""
     relative = reference.removeprefix(FILE_PREFIX)
     path = resolve_inside(root, relative)
     if path is None:
@@ -232,6 +228,8 @@ def component_file(reference: str, root: Path) -> tuple[CommandComponent, PurePo
         raise ValueError(f"component file {relative!r} not found")
     try:
         data = bounded.load_file(path, bounded.COMPONENT_FILE)
+    except OSError as err:
+        raise ValueError(f"component file {relative!r} cannot be read: {err.strerror or err}") from None
     except bounded.BoundedInputError as err:
         raise ValueError(f"component file {relative!r}: {err}") from None
     if not isinstance(data, dict):
@@ -283,7 +281,7 @@ class PipelineSettings(Model):
     @field_validator("default_compute")
     @classmethod
     def _strip_compute_prefix(cls, value: str | None) -> str | None:
-        return value.removeprefix("azureml:") if value is not None else None
+        return strip_compute_prefix(value) if value is not None else None
 
 
 StepOutput = DataOutput | StrictStr | None
@@ -357,7 +355,7 @@ class PipelineStep(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return _distribution_any_case(value)
+        return distribution_any_case(value)
 
     @field_validator("inputs")
     @classmethod
@@ -511,9 +509,15 @@ def _step_run(
     try:
         return Run.model_validate(fields), []
     except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = tuple(p for p in first["loc"] if isinstance(p, int) or not str(p)[:1].isupper())
-        return None, [(where, first["msg"].removeprefix("Value error, "))]
+        return None, [_first_problem(err)]
+
+
+def _first_problem(err: ValidationError) -> tuple[tuple[str | int, ...], str]:
+    """A run's first validation error: its path below the run (the union members' class names pydantic puts
+    in it left out) and its message."""
+    first = err.errors(include_url=False)[0]
+    where = tuple(p for p in first["loc"] if isinstance(p, int) or not str(p)[:1].isupper())
+    return where, first["msg"].removeprefix("Value error, ")
 
 
 def _component_inputs(component: CommandComponent, given: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -688,7 +692,7 @@ class Trial(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return _distribution_any_case(value)
+        return distribution_any_case(value)
 
 
 class SweepJob(Model):
@@ -735,7 +739,7 @@ class SweepJob(Model):
     @field_validator("compute")
     @classmethod
     def _strip_compute_prefix(cls, value: str) -> str:
-        return value.removeprefix("azureml:")
+        return strip_compute_prefix(value)
 
     @field_validator("search_space")
     @classmethod
@@ -792,9 +796,7 @@ class SweepJob(Model):
         try:
             yield TRIAL, Run.model_validate(fields), []
         except ValidationError as err:
-            first = err.errors(include_url=False)[0]
-            where = tuple(p for p in first["loc"] if isinstance(p, int) or not str(p)[:1].isupper())
-            yield TRIAL, None, [(where, first["msg"].removeprefix("Value error, "))]
+            yield TRIAL, None, [_first_problem(err)]
 
 
 # ------------------------------------------------------------------------------------------ the jobs list

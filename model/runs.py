@@ -249,6 +249,19 @@ OPTIONAL_SEGMENT = linear.compile(r"(?s)\$\[\[.*?\]\]")
 """``$[[--flag ${{inputs.x}}]]``: a command segment Azure ML drops when its optional input is not given."""
 
 
+def distribution_any_case(value: Any) -> Any:
+    """A ``distribution`` mapping with its ``type`` in lower case, before the discriminator reads the tag:
+    azure-ai-ml accepts ``type: MPI`` as ``mpi``."""
+    if isinstance(value, dict) and isinstance(value.get("type"), str):
+        return {**value, "type": lower(value["type"])}
+    return value
+
+
+def strip_compute_prefix(value: str) -> str:
+    """A compute named ``azureml:<name>``, as the stack cluster's name."""
+    return value.removeprefix("azureml:")
+
+
 class Run(Model):
     """A declared distributed run; field names and meanings are Azure ML's ``commandJob``'s."""
 
@@ -281,10 +294,7 @@ class Run(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        # Before the discriminator reads the tag: azure-ai-ml accepts `type: MPI` as `mpi`.
-        if isinstance(value, dict) and isinstance(value.get("type"), str):
-            return {**value, "type": lower(value["type"])}
-        return value
+        return distribution_any_case(value)
 
     @field_validator("command")
     @classmethod
@@ -314,7 +324,7 @@ class Run(Model):
     @field_validator("compute")
     @classmethod
     def _strip_compute_prefix(cls, value: str) -> str:
-        return value.removeprefix("azureml:")
+        return strip_compute_prefix(value)
 
     @field_validator("inputs", "outputs")
     @classmethod

@@ -67,7 +67,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, overload
 
 import tree_sitter
 import tree_sitter_bash
@@ -2841,6 +2841,10 @@ def _b64decode(data: str | None) -> str | None:
         return None
 
 
+@overload
+def join_path(cwd: str, target: str) -> str: ...
+@overload
+def join_path(cwd: str | None, target: str | None) -> str | None: ...
 def join_path(cwd: str | None, target: str | None) -> str | None:
     """``target`` seen from directory ``cwd`` as ``cd`` would reach it (normalised; absolute stays
     absolute); None when either is not known (a relative target from an unknown directory)."""

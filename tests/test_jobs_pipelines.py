@@ -8,6 +8,7 @@ the stack resolved must be what the loaded ``PipelineJob``'s nodes and ``SweepJo
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -232,6 +233,31 @@ def test_bad_pipelines_and_sweeps_name_the_key(root: Path, case: str) -> None:
         stack(root, [job])
     problems = [(p.key, p.message) for p in raised.value.problems]
     assert any(k == key and message in m for k, m in problems), problems
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_an_unreadable_component_file_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from amlgpu.cli import main
+    from tests.conftest import NS, dev_config, make_project
+
+    config = dev_config()
+    config[f"{NS}:jobs"] = [pipeline(jobs={"train": {"component": "file:components/train.yml"}})]
+    project = make_project(tmp_path / "project", config)
+    component = project / "components" / "train.yml"
+    component.parent.mkdir()
+    component.write_text("type: command\n")
+    component.chmod(0)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no Pulumi CLI: the workspace comes from the stack file
+    try:
+        assert main(["plan", "--stack", "test"]) == 2
+    finally:
+        component.chmod(0o644)
+    err = capsys.readouterr().err
+    assert "jobs[0].jobs.train.component" in err and "component file 'components/train.yml' cannot be read: " \
+        "Permission denied" in err, err
+    assert "Traceback" not in err and not (project / "build").exists()
 
 
 def test_names_are_unique_across_runs_pipelines_and_sweeps(root: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from infra.secret_scan import scan_folder
 from jobs import code_scan
 from jobs.resolve import resolve_all, resolve_run
+from model import fabric
 from model.config import StackConfig, build
 from tests.conftest import NS, ROOT, dev_config
 
@@ -211,6 +212,32 @@ def test_launcher_and_its_count_are_recorded(root: Path) -> None:
 def test_resolve_all_is_sorted_by_name(root: Path) -> None:
     config = stack(root, [declared(name="zeta"), declared(name="alpha"), declared(name="mid")])
     assert [r.name for r in resolve_all(config, root)] == ["alpha", "mid", "zeta"]
+
+
+def test_a_dockerfile_is_evaluated_once_per_plan_and_read_again_by_the_next(root: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    baked = fabric.baked
+
+    def counted(text: str, context: Path | None) -> fabric.Baked:
+        calls.append(text)
+        return baked(text, context)
+
+    monkeypatch.setattr(fabric, "baked", counted)
+    inline = {"build": {"path": "environments/horovod"}}
+    runs = [declared(name="a", environment="horovod"), declared(name="b", environment="horovod"),
+            declared(name="c", environment=inline), declared(name="d", environment="tf-gpu")]
+    config = stack(root, runs)
+    first = resolve_all(config, root)
+    assert len(calls) == 3  # a and b share horovod; c (the same build, no provides) and d are read once each
+    assert first[0].environment == first[1].environment
+    assert first[2].environment.fabric_settings == first[0].environment.fabric_settings
+    dockerfile = root / "environments" / "horovod" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "ENV NCCL_IB_DISABLE=1\n")
+    second = resolve_all(config, root)  # a later plan in the same process reads the files again
+    assert len(calls) == 6
+    assert ("NCCL_IB_DISABLE", "1") in {s[:2] for s in second[0].environment.fabric_settings}
+    assert [r.environment for r in second[3:]] == [r.environment for r in first[3:]]
 
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow...\n-----END RSA PRIVATE KEY-----\n"

@@ -15,6 +15,7 @@ commands is :mod:`model.shell`'s (tests/test_model_shell.py checks it against ba
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -360,6 +361,54 @@ def test_copy_reads_config_files_from_the_context_never_outside(tmp_path: Path) 
         assert _effect(image=fabric.baked(BASE + f"COPY {source} /etc/nccl.conf\n", context)) is None
     folder = fabric.baked(BASE + "COPY conf/ /etc/\n", context)
     assert [(f.path, f.how) for f in folder.files] == [("/etc/nccl.conf", "COPY conf/ at line 2")]
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "effect"),
+    [
+        ("ENV NCCL_CONF_FILE=/opt/conf/n.conf\nCOPY conf/n.conf /opt/conf/n.conf\n", "off"),
+        ("COPY conf/n.conf /opt/conf/\nENV NCCL_CONF_FILE=/opt/conf/n.conf\n", "off"),
+        ("COPY conf/ /opt/conf/\nENV NCCL_CONF_FILE=/opt/conf/n.conf\n", "off"),
+        ("COPY conf/*.conf /opt/conf/\nENV NCCL_CONF_FILE=/opt/conf/n.conf\n", "off"),
+        ("WORKDIR /opt\nCOPY conf conf\nENV OMPI_MCA_mca_base_param_files=/opt/conf/p.conf\n", "off"),
+        ("COPY conf/n.conf /opt/n.conf\nFROM base AS final\nENV NCCL_CONF_FILE=/opt/n.conf\n", "off"),
+        ("ENV NCCL_CONF_FILE=/opt/conf/n.conf\nCOPY conf/n.conf /srv/n.conf\n", None),  # not where it is named
+        ("ENV NCCL_CONF_FILE=/opt/conf/n.conf\nCOPY conf/p.conf /opt/conf/n.conf\n", None),  # an MCA file's text
+    ],
+)
+def test_a_file_the_image_s_environment_names_is_read_from_the_context(tmp_path: Path, dockerfile: str,
+                                                                       effect: str | None) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "n.conf").write_text("NCCL_IB_DISABLE=1\n")
+    (tmp_path / "conf" / "p.conf").write_text("pml = ob1\n")
+    text = BASE.replace("\n", " AS base\n") + dockerfile
+    assert _effect(image=fabric.baked(text, tmp_path)) == effect
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "evaluations"),
+    [
+        ("ENV NCCL_CONF_FILE=/opt/n.conf\nRUN echo NCCL_NET=Socket > /opt/n.conf\n", 1),  # nothing from the context
+        ("ENV NCCL_CONF_FILE=/etc/nccl.conf\nCOPY conf/ /etc/\n", 1),  # a path read the first time
+        ("ENV NCCL_CONF_FILE=/opt/n.conf\nCOPY conf/ /srv/\n", 1),
+        ("ENV NCCL_CONF_FILE=/opt/n.conf\nCOPY conf/ /opt/\n", 2),
+        ("ENV NCCL_CONF_FILE=/opt/n.conf\nCOPY conf/n.conf /\n", 2),
+    ],
+)
+def test_the_context_is_read_again_only_for_a_named_file_a_copy_may_bring(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dockerfile: str, evaluations: int) -> None:
+    calls: list[object] = []
+    evaluate = fabric.dockerfile.evaluate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(fabric.dockerfile, "evaluate", counted)
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "n.conf").write_text("NCCL_IB_DISABLE=1\n")
+    fabric.baked(BASE + dockerfile, tmp_path)
+    assert len(calls) == evaluations
 
 
 # ---- through the rules ------------------------------------------------------------------------------
