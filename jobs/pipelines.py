@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.resolve import Scans, _tidy, resolve_run, scanned
+from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
 from jobs.resolved import ResolvedRun, _restore_ints
 from model.config import StackConfig
 from model.pipelines import TRIAL, Composite, PipelineJob, SweepJob, output_bindings, qualified
@@ -77,15 +77,18 @@ def code_folders(spec: Mapping[str, Any]) -> list[str]:
 
 
 def resolve_composite(
-    entry: Composite, config: StackConfig, root: Path, *, scans: Scans | None = None
+    entry: Composite, config: StackConfig, root: Path, *, scans: Scans | None = None,
+    contents: Contents | None = None,
 ) -> tuple[ResolvedComposite, list[ResolvedRun]]:
     """``entry`` resolved, with its runs (named ``<job>/<part>``, :attr:`ResolvedRun.part_of` set).
 
-    ``scans``: code folder scans already made, shared between calls; filled in here."""
+    ``scans``: code folder scans already made, shared between calls; filled in here. ``contents``: the
+    environments' files read so far in this plan (:func:`jobs.resolve.resolve_run`), likewise."""
     scans = scans if scans is not None else {}
+    contents = contents if contents is not None else {}
     runs: dict[str, ResolvedRun] = {}
     for part, run in entry.runs.items():
-        resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code))
+        resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code), contents=contents)
         runs[part] = dataclasses.replace(resolved, name=qualified(entry.name, part), part_of=entry.name)
     spec = _pipeline_spec(entry, runs) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
     return ResolvedComposite(entry.name, entry.type, spec, tuple(r.name for r in runs.values())), list(runs.values())
@@ -96,7 +99,8 @@ def resolve_composites(
 ) -> list[tuple[ResolvedComposite, list[ResolvedRun]]]:
     """Every pipeline and sweep the stack declares, resolved, sorted by name."""
     scans = scans if scans is not None else {}
-    return [resolve_composite(entry, config, root, scans=scans)
+    contents: Contents = {}  # per call, as in resolve_all: never kept from one plan to the next
+    return [resolve_composite(entry, config, root, scans=scans, contents=contents)
             for entry in sorted(config.composites, key=lambda e: e.name)]
 
 
