@@ -20,7 +20,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # setuptools says "Editable installation ... folders with the same name as your package may take
-# precedence" for every editable install of a flat layout (ours is fixed: amlgpu/, model/, infra/...
+# precedence" for every editable install of a flat layout (ours is fixed: amlgpu/, stack/, infra/...
 # at the root); it is information, not a problem, so the one place that installs filters it.
 EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e
 
@@ -59,7 +59,7 @@ test: $(DEV)
 ## typecheck: mypy --strict over the program, the CLI and the packages, then the training scripts
 # (their cache stays out of jobs/workloads/: that folder is a code snapshot runs upload and tests copy)
 typecheck: $(DEV)
-	$(BIN)/mypy __main__.py amlgpu model infra jobs policies
+	$(BIN)/mypy __main__.py amlgpu planning policies infra jobs importer preflight stack analysis azurefacts kernel
 	cd jobs/workloads && ../../$(BIN)/mypy --config-file ../../pyproject.toml --cache-dir ../../.mypy_cache/workloads \
 		--explicit-package-bases *.py
 

@@ -11,8 +11,8 @@ from typing import cast
 import pulumi
 import pulumi_azure_native.authorization as authorization
 
+from azurefacts.ids import UNKNOWN_SUBSCRIPTION, principal_type
 from infra.access import ClusterAccess, ClusterAccessArgs
-from infra.azure import UNKNOWN_SUBSCRIPTION, principal_type
 from infra.build_context import BuildContexts, BuildContextsArgs
 from infra.environment import Environment, EnvironmentArgs
 from infra.gpu_cluster import ComputePlacement, GpuCluster, ImageBuilder
@@ -20,9 +20,9 @@ from infra.network import Network, NetworkArgs
 from infra.private_link import PrivateLinks, PrivateLinksArgs, PrivateTarget
 from infra.workspace import Workspace, WorkspaceArgs
 from jobs.component import declare_runs
-from model import NAMESPACE
-from model.config import from_pulumi_config
-from model.errors import ConfigError
+from kernel.errors import ConfigError
+from stack import NAMESPACE
+from stack.config import from_pulumi_config
 
 ROOT = Path(__file__).resolve().parent
 

@@ -4,7 +4,7 @@ Commands, the offline plan (a mock engine), artifacts and reports. The stack mod
 the :mod:`model` package; nothing below this package imports it.
 
 Started as ``amlgpu`` (the console script, or ``python -m amlgpu``), the package takes over Ctrl-C
-before anything else is imported (:mod:`amlgpu.interrupts`).
+before anything else is imported (:mod:`kernel.interrupts`).
 """
 
 import sys as _sys
@@ -18,6 +18,6 @@ def _started_as_the_cli(argv: list[str]) -> bool:
 
 
 if _started_as_the_cli(list(getattr(_sys, "orig_argv", []))):
-    from amlgpu import interrupts as _interrupts
+    from kernel import interrupts as _interrupts
 
     _interrupts.install()

@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any, NoReturn
 
-from model.errors import EXIT_USAGE, UserError
+from kernel.errors import EXIT_USAGE, UserError
 
 COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "job", "import", "policy", "schema", "doctor",
             "prices")
@@ -135,7 +135,7 @@ def _main(argv: list[str] | None) -> int:
 
 def console_main() -> None:
     """The ``amlgpu`` console script: :func:`main`, then exit with its code."""
-    from amlgpu import interrupts
+    from kernel import interrupts
 
     interrupts.install()  # done already when the package saw it was started as amlgpu; harmless again
     try:

@@ -1,6 +1,6 @@
 """``docs/config.md``: the stack config reference, rendered from the stack file's JSON Schema.
 
-The schema is generated from the model (:mod:`amlgpu.schema`), so the reference's keys, types,
+The schema is generated from the model (:mod:`stack.jsonschema`), so the reference's keys, types,
 defaults and meanings are the model's and cannot drift from it: ``amlgpu schema --write`` rewrites
 the page and ``amlgpu schema --check`` (run by the tests) fails when the committed one differs.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from amlgpu.schema import SCHEMA_PATH, stack_schema
-from model import NAMESPACE
-from model.config import LOCATION_KEY
+from stack import NAMESPACE
+from stack.config import LOCATION_KEY
+from stack.jsonschema import SCHEMA_PATH, stack_schema
 
 DOCS_PATH = "docs/config.md"
 """Where the committed reference lives, relative to the project root."""
@@ -20,7 +20,7 @@ DOCS_PATH = "docs/config.md"
 _INTRO = f"""\
 # Stack config reference
 
-<!-- Generated from model.config.StackConfig by `amlgpu schema --write`. Do not edit by hand. -->
+<!-- Generated from stack.config.StackConfig by `amlgpu schema --write`. Do not edit by hand. -->
 
 Everything a stack declares lives under `config:` in `Pulumi.<stack>.yaml`, in the `{NAMESPACE}:`
 namespace, in Azure ML CLI v2 vocabulary. Other namespaces (`azure-native:subscriptionId`...) are

@@ -12,8 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from model.errors import EXIT_OK, UserError
-from model.project import LoadedStack
+from kernel.errors import EXIT_OK, UserError
+from stack.project import LoadedStack
 
 
 def run_composite(args: argparse.Namespace, stack: LoadedStack) -> int:

@@ -13,8 +13,8 @@ sequences that repaint a terminal, C1 controls) together with the Unicode contro
 reader sees (bidirectional overrides and isolates), each line's leading ``::`` is removed, and ``##[``
 loses its bracket. :func:`cleaned_output` puts a :class:`CleanStream` in front of ``sys.stdout`` and
 ``sys.stderr`` for the duration of a command, so every ``print`` goes through it: one place, not one per
-message. The same place masks what :mod:`infra.secrets` knows to be a secret (a value the stack's gate
-flags, a known credential shape) as ``[secret]``, the way :mod:`amlgpu.artifacts` masks every file it writes.
+message. The same place masks what :mod:`kernel.secrets` knows to be a secret (a value the stack's gate
+flags, a known credential shape) as ``[secret]``, the way :mod:`planning.artifacts` masks every file it writes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from infra import secrets
+from kernel import secrets
 
 # Python's re: one character class, one step per character, and every write goes through it (RE2's binding takes
 # 1.8 us a line against re's 0.4 us).

@@ -28,13 +28,13 @@ from typing import Any
 
 import yaml
 
-from infra.skus import lookup
+from azurefacts.skus import lookup
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "aml-gpu-training"
 STACK = "bench"
 
-# (size, short name, GPUs per node, InfiniBand): the catalogue's current NVIDIA sizes (infra/skus.py).
+# (size, short name, GPUs per node, InfiniBand): the catalogue's current NVIDIA sizes (azurefacts/skus.py).
 INFINIBAND_SIZES = (
     ("Standard_ND96isr_H100_v5", "h100", 8),
     ("Standard_ND96isr_H200_v5", "h200", 8),

@@ -8,8 +8,8 @@ below must plan in seconds. The pull-request gate plans fork pull requests, so t
 hostile one can take.
 
 Each case writes a project whose stack is the dev stack with one run, filled to just under 8 MiB
-(``model.stackfile.MAX_BYTES``) with one payload: for a command pattern, about 120 runs whose commands are
-as long as a command may be (``model.runs.MAX_COMMAND``, 64 KiB) and made of the pattern's worst case; for
+(``stack.stackfile.MAX_BYTES``) with one payload: for a command pattern, about 120 runs whose commands are
+as long as a command may be (``stack.runs.MAX_COMMAND``, 64 KiB) and made of the pattern's worst case; for
 the other fields, one value of 8 MiB. ``mixed`` puts a share of every payload in one file (the suite plans
 that one: ``tests/test_security_hostile.py``, outcome only, never time).
 
@@ -41,8 +41,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import gen_stack  # noqa: E402  (bench/ is a folder of scripts, run from the root)
 
-from model.runs import MAX_COMMAND  # noqa: E402
-from model.stackfile import MAX_BYTES  # noqa: E402
+from stack.runs import MAX_COMMAND  # noqa: E402
+from stack.stackfile import MAX_BYTES  # noqa: E402
 
 STACK = "hostile"
 NS = "aml-gpu-training"
@@ -81,10 +81,10 @@ def _field(key: str, unit: str, name: str | None = None) -> Mutation:
 
 
 PAYLOADS: dict[str, Mutation] = {
-    # model/runs.py: optional segments and placeholders in commands
+    # stack/runs.py: optional segments and placeholders in commands
     "optional-segment": _commands("$[["),
     "placeholder": _commands("${{ "),
-    # infra/secrets.py: JWT, URL credentials, Authorization headers, shell words after credential flags
+    # kernel/secrets.py: JWT, URL credentials, Authorization headers, shell words after credential flags
     "jwt": _commands("eyJ"),
     "url-credentials": _commands("://a:"),
     "authorization": _commands("Authorization: "),
@@ -95,7 +95,7 @@ PAYLOADS: dict[str, Mutation] = {
     "one-word": _commands("a"),
     # a command longer than a command may be: refused at once (exit 2)
     "too-long-command": _field("command", "$[["),
-    # infra/secrets.py: storage keys, connection strings and private keys in other fields
+    # kernel/secrets.py: storage keys, connection strings and private keys in other fields
     "account-key": _field("environment_variables", "AccountKey=", "STORAGE_TOKEN"),
     "base64": _field("environment_variables", "A", "X_TOKEN"),
     "private-key": _field("description", "-----BEGIN "),

@@ -1,4 +1,4 @@
-"""How long ``model.shell.evaluate`` and ``model.dockerfile.evaluate`` take on hostile and ordinary input.
+"""How long ``analysis.shell.evaluate`` and ``analysis.dockerfile.evaluate`` take on hostile and ordinary input.
 
 The evaluators are bounded by size, steps, depth and nesting (see their docstrings); the wall-time cap
 is only a safety net. This measures, per case, the median wall time of ``--repeat`` evaluations in
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model import dockerfile, shell
+from analysis import dockerfile, shell
 
 LOOP = "for a in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do "
 CASES: dict[str, Callable[[], object]] = {

@@ -1,6 +1,6 @@
 """Role assignments: the one way the stack grants an identity access, and the ClusterAccess component.
 
-Every assignment is named with a deterministic GUID (:func:`infra.azure.stable_guid`) so re-running the
+Every assignment is named with a deterministic GUID (:func:`azurefacts.ids.stable_guid`) so re-running the
 program never creates a second assignment for the same principal, role and scope (Azure refuses one with
 409 RoleAssignmentExists).
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.authorization as authorization
 
-from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, role_definition_id, stable_guid
+from azurefacts.ids import STORAGE_BLOB_DATA_CONTRIBUTOR, role_definition_id, stable_guid
 
 TYPE = "aml-gpu-training:infra:ClusterAccess"
 
@@ -35,7 +35,7 @@ class Grant:
     key: str
     """Short name of the grant, part of the logical resource name (``storage-blob-data-contributor``)."""
     role: str
-    """Built-in role definition GUID (:mod:`infra.azure`)."""
+    """Built-in role definition GUID (:mod:`azurefacts.ids`)."""
     scope: pulumi.Input[str]
 
 

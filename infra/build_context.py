@@ -38,9 +38,9 @@ import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.storage as storage
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
 
+from azurefacts.ids import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_FIREWALL_CODES, firewall_refusal
 from infra.access import Grant, grant
-from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR, STORAGE_FIREWALL_CODES, firewall_refusal
-from infra.paths import files_inside
+from kernel.paths import files_inside
 
 CONTAINER = "environment-builds"
 DIGEST_LENGTH = 16
@@ -63,7 +63,7 @@ def context_files(folder: Path) -> dict[str, str]:
     """Every file of a build context: path relative to ``folder`` (POSIX) -> SHA-256 of its bytes.
 
     A symbolic link that leads outside the context is neither read nor uploaded: the context is the
-    stack's, the rest of the machine is not (:func:`infra.paths.files_inside`)."""
+    stack's, the rest of the machine is not (:func:`kernel.paths.files_inside`)."""
     return {
         p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(files_inside(folder))
@@ -188,7 +188,7 @@ class BuildContextProvider(ResourceProvider):
     serialize_as_secret_always = False  # the provider holds no secret; its state stays readable
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        from infra.arm import default_credential  # azure-identity only when something is uploaded
+        from azurefacts.arm import default_credential  # azure-identity only when something is uploaded
 
         try:
             result = upload_context(
@@ -248,7 +248,7 @@ class BuildContextsArgs:
     deployer_object_id: pulumi.Input[str]
     """The principal running ``pulumi up`` (``authorization.get_client_config().object_id``)."""
     deployer_principal_type: pulumi.Input[str]
-    """``User`` or ``ServicePrincipal`` (:func:`infra.azure.principal_type`)."""
+    """``User`` or ``ServicePrincipal`` (:func:`azurefacts.ids.principal_type`)."""
     network_ready: tuple[pulumi.Resource, ...] = ()
     """What the uploads wait for besides the data role: for a private account, its blob private endpoint and that
     endpoint's DNS zone group (the precondition row deploy-order-upload-after-blob-endpoint)."""

@@ -18,9 +18,9 @@ from typing import Any
 import pulumi
 import pulumi_azure_native.machinelearningservices as ml
 
+from analysis.secret_scan import scan_folder
 from infra.build_context import BuildContexts
-from infra.model import Environment as EnvironmentConfig
-from infra.secret_scan import scan_folder
+from stack.infrastructure import Environment as EnvironmentConfig
 
 TYPE = "aml-gpu-training:infra:Environment"
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.machinelearningservices as ml
 
-from infra.azure import identity_type, iso_duration
-from infra.model import Cluster, Identity, ImageBuildCompute
+from azurefacts.ids import identity_type, iso_duration
+from stack.infrastructure import Cluster, Identity, ImageBuildCompute
 
 TYPE = "aml-gpu-training:infra:GpuCluster"
 IMAGE_BUILDER_TYPE = "aml-gpu-training:infra:ImageBuilder"

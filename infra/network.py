@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.network as network
 
-from infra.model import Network as NetworkConfig
+from stack.infrastructure import Network as NetworkConfig
 
 TYPE = "aml-gpu-training:infra:Network"
 

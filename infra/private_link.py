@@ -23,11 +23,10 @@ import pulumi
 import pulumi_azure_native.network as network
 import pulumi_azure_native.privatedns as privatedns
 
-from infra.azure import PRIVATE_DNS_ZONES
+from azurefacts.ids import PRIVATE_DNS_ZONES
 
 TYPE = "aml-gpu-training:infra:PrivateLinks"
 
-ZONES = PRIVATE_DNS_ZONES
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,8 @@ class PrivateLinks(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         zone_ids: dict[str, pulumi.Input[str]] = dict(args.existing_zone_ids)
         links: dict[str, privatedns.VirtualNetworkLink] = {}
-        for zone_name in sorted({z for t in args.targets for z in ZONES[t.group_id]} - set(args.existing_zone_ids)):
+        wanted = {z for t in args.targets for z in PRIVATE_DNS_ZONES[t.group_id]}
+        for zone_name in sorted(wanted - set(args.existing_zone_ids)):
             zone = privatedns.PrivateZone(
                 f"{args.name_prefix}-{zone_name}",
                 private_zone_name=zone_name,
@@ -108,12 +108,12 @@ class PrivateLinks(pulumi.ComponentResource):
                 resource_group_name=args.resource_group_name,
                 private_dns_zone_configs=[
                     network.PrivateDnsZoneConfigArgs(name=z.replace(".", "-"), private_dns_zone_id=zone_ids[z])
-                    for z in ZONES[target.group_id]
+                    for z in PRIVATE_DNS_ZONES[target.group_id]
                 ],
                 # Its records resolve inside the network only once the zones are linked to it (an existing zone is
                 # linked by its owner).
                 opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[links[z] for z in ZONES[target.group_id] if z in links]),
+                    parent=self, depends_on=[links[z] for z in PRIVATE_DNS_ZONES[target.group_id] if z in links]),
             )
             self.endpoints[target.key] = endpoint
         self.register_outputs({"privateEndpointIds": {k: e.id for k, e in self.endpoints.items()}})

@@ -30,16 +30,16 @@ import pulumi_azure_native.operationalinsights as loganalytics
 import pulumi_azure_native.resources as resources
 import pulumi_azure_native.storage as storage
 
-from infra import naming
-from infra.access import Grant, grant
-from infra.azure import (
+from azurefacts import naming
+from azurefacts.ids import (
     CONTRIBUTOR,
     KEY_VAULT_ADMINISTRATOR,
     STORAGE_BLOB_DATA_CONTRIBUTOR,
     identity_type,
     storage_public_network_access,
 )
-from infra.model import Workspace as WorkspaceConfig
+from infra.access import Grant, grant
+from stack.infrastructure import Workspace as WorkspaceConfig
 
 TYPE = "aml-gpu-training:infra:Workspace"
 
@@ -63,7 +63,7 @@ def _identity_principal(resource_id: str, parent: pulumi.Resource) -> pulumi.Out
     """The principal (object) id of a user-assigned identity, looked up from its resource id.
 
     The lookup runs in the deployment subscription; the stack model refuses an identity in another one
-    (:meth:`model.config.StackConfig.subscription_mismatch`).
+    (:meth:`stack.config.StackConfig.subscription_mismatch`).
     """
     parts = resource_id.split("/")  # /subscriptions/<s>/resourceGroups/<rg>/providers/<ns>/<type>/<name>
     found = managedidentity.get_user_assigned_identity_output(

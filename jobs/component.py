@@ -2,7 +2,7 @@
 
 The component creates nothing in Azure (a run is submitted by ``amlgpu submit``, not deployed). It
 exists so the resolved run travels through the engine as the props of a resource of type
-:data:`jobs.resolved.RUN_TYPE`: CrossGuard resource policies see each run at ``pulumi preview``,
+:data:`stack.resolved.RUN_TYPE`: CrossGuard resource policies see each run at ``pulumi preview``,
 next to the cluster and environment it targets, and read it back with ``ResolvedRun.from_props``.
 
 A pipeline or sweep is a ``ComposedJob`` component (its spec and the names of its runs, read back with
@@ -19,8 +19,8 @@ import pulumi
 
 from jobs.pipelines import ResolvedComposite, resolve_composites
 from jobs.resolve import Scans, resolve_all
-from jobs.resolved import RUN_TYPE, ResolvedRun
-from model.config import StackConfig
+from stack.config import StackConfig
+from stack.resolved import RUN_TYPE, ResolvedRun
 
 
 class DistributedRun(pulumi.ComponentResource):

@@ -26,8 +26,8 @@ TensorFlow, one task per node: ``tf-multiworker`` (no parameter servers) and ``t
 
 A per-node launcher found anywhere in the command wins over the distribution's own style (Lightning
 or torchrun under ``distribution: mpi`` are still per-node launchers). The command is evaluated as bash
-would run it (:mod:`model.shell`: quotes, variables, ``cd``, ``bash -c`` bodies, the code folder's shell
-scripts it starts) and each launcher is read with its own flags' meaning (:mod:`jobs.topology`). A Python
+would run it (:mod:`analysis.shell`: quotes, variables, ``cd``, ``bash -c`` bodies, the code folder's shell
+scripts it starts) and each launcher is read with its own flags' meaning (:mod:`analysis.topology`). A Python
 script that spawns its own workers without saying so on the command line looks per-process.
 """
 
@@ -38,12 +38,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from infra import bounded
-from infra import regex as linear
-from infra.paths import resolve_inside
-from jobs import topology
-from model import shell
-from model.runs import Run
+from analysis import shell, topology
+from kernel import bounded
+from kernel import regex as linear
+from kernel.paths import resolve_inside
+from stack.runs import Run
 
 PER_PROCESS = "per-process"
 HF_TRAINER = "hf-trainer"
@@ -61,7 +60,7 @@ LAUNCHERS = (
     PER_PROCESS, HF_TRAINER, TORCHRUN, TORCH_DISTRIBUTED_LAUNCH, LIGHTNING, ACCELERATE, DEEPSPEED,
     HOROVOD, MPI, TF_MULTIWORKER, TF_PARAMETER_SERVER,
 )
-"""The whole vocabulary of :attr:`jobs.resolved.ResolvedRun.launcher`."""
+"""The whole vocabulary of :attr:`stack.resolved.ResolvedRun.launcher`."""
 
 PER_NODE_LAUNCHERS = frozenset({TORCHRUN, TORCH_DISTRIBUTED_LAUNCH, LIGHTNING, ACCELERATE, DEEPSPEED})
 """Launchers started once per node that start the GPU processes themselves: Azure ML must start one
@@ -243,7 +242,7 @@ def read_command(command: str, *, run: Run | None = None, code: Path | None = No
     """``command`` evaluated as bash would run it on a node of ``run`` (Azure ML's variables for its
     distribution, its ``environment_variables``, its literal inputs), following the shell scripts of the
     code folder ``code`` it runs (``bash run.sh``, ``./run.sh``); each launcher read with
-    :func:`jobs.topology.read_launch`."""
+    :func:`analysis.topology.read_launch`."""
     contract = _neutral(run, gpus_per_node)
     read = _reader(code)
     script = shell.evaluate(command, environment=contract.known(), platform=contract.platform(),

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
-from jobs.resolved import ResolvedRun, _restore_ints
-from model.config import StackConfig
-from model.pipelines import TRIAL, Composite, PipelineJob, SweepJob, output_bindings, qualified
+from stack.config import StackConfig
+from stack.pipelines import TRIAL, Composite, PipelineJob, SweepJob, output_bindings, qualified
+from stack.resolved import ResolvedRun, _restore_ints
 
 PIPELINE_TYPE = "aml-gpu-training:jobs:PipelineJob"
 SWEEP_TYPE = "aml-gpu-training:jobs:SweepJob"

@@ -2,7 +2,7 @@
 Azure refuses said in one line, and following a job to its end with the known failure signatures.
 
 Everything goes through azure-ai-ml's ``MLClient`` (its REST clients, and the azure-storage-blob client it
-opens for a code upload). Signing in is ``infra.arm.default_credential``, what ``pulumi up`` uses: the
+opens for a code upload). Signing in is ``azurefacts.arm.default_credential``, what ``pulumi up`` uses: the
 provider's ``ARM_*`` service principal, else ``DefaultAzureCredential`` (``az login``, a managed identity, or a
 service principal's ``AZURE_*`` variables).
 
@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from infra import regex as linear
-from infra.azure import STORAGE_FIREWALL_CODES, firewall_refusal
+from azurefacts.ids import STORAGE_FIREWALL_CODES, firewall_refusal
 from jobs.diagnose import Diagnosis
-from model.errors import EXIT_OK, UserError
+from kernel import regex as linear
+from kernel.errors import EXIT_OK, UserError
 
 if TYPE_CHECKING:
     from azure.ai.ml import MLClient
@@ -34,13 +34,13 @@ COMPLETED = "Completed"
 
 
 def ml_client(workspace: WorkspaceRef, *, credential: Any = None, **kwargs: Any) -> MLClient:
-    """azure-ai-ml's ``MLClient`` for the workspace; ``infra.arm.default_credential()`` unless ``credential`` is
+    """azure-ai-ml's ``MLClient`` for the workspace; ``azurefacts.arm.default_credential()`` unless ``credential`` is
     given.
     ``kwargs`` go to every REST client it builds (``transport``, retry settings)."""
     from azure.ai.ml import MLClient
 
     if credential is None:
-        from infra.arm import default_credential
+        from azurefacts.arm import default_credential
 
         try:
             credential = default_credential()

@@ -25,16 +25,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from infra import capabilities, cuda
-from infra.model import Cluster, Environment, environment_evidence, image_pinned, reference_version
-from infra.paths import resolve_inside
-from jobs import code_scan, pyscan
+from analysis import code_scan, interconnect, pyscan
+from analysis.dockerfile import MAX_BYTES as DOCKERFILE_MAX_BYTES
+from azurefacts import capabilities, cuda
 from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher, read_command
-from jobs.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
-from model import fabric
-from model.config import StackConfig
-from model.dockerfile import MAX_BYTES as DOCKERFILE_MAX_BYTES
-from model.runs import DataInput, InlineEnvironment, Run
+from kernel.paths import resolve_inside
+from stack.config import StackConfig
+from stack.infrastructure import Cluster, Environment, environment_evidence, image_pinned, reference_version
+from stack.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
+from stack.runs import DataInput, InlineEnvironment, Run
 
 SHM_GIB_PER_GPU = 4
 """/dev/shm per GPU on the node. PyTorch DataLoader workers hand batches to the training process
@@ -133,20 +132,20 @@ def _bases(build_dir: Path, dockerfile: str) -> tuple[str, ...]:
     return capabilities.read_dockerfile(text).bases
 
 
-def _baked_fabric(environment: Environment | InlineEnvironment, root: Path) -> fabric.Baked:
-    """What a build context's Dockerfile bakes into the image for the interconnect (see model.fabric)."""
+def _baked_fabric(environment: Environment | InlineEnvironment, root: Path) -> interconnect.Baked:
+    """What a build context's Dockerfile bakes into the image for the interconnect (see analysis.interconnect)."""
     if environment.build is None:
-        return fabric.Baked()
+        return interconnect.Baked()
     context = resolve_inside(root, environment.build.path)
     dockerfile = resolve_inside(context, environment.build.dockerfile_path) if context else None
     if dockerfile is None:
-        return fabric.Baked()  # the config check refuses paths leading outside the project
+        return interconnect.Baked()  # the config check refuses paths leading outside the project
     try:
-        with dockerfile.open("rb") as handle:  # model.dockerfile reads at most 1 MiB; one byte more says "too large"
+        with dockerfile.open("rb") as handle:  # analysis.dockerfile reads at most 1 MiB; one byte more says "too large"
             text = handle.read(DOCKERFILE_MAX_BYTES + 1).decode("utf-8", errors="replace")
     except OSError:
-        return fabric.Baked()  # the config check reports a missing Dockerfile; nothing baked is known
-    return fabric.baked(text, context)
+        return interconnect.Baked()  # the config check reports a missing Dockerfile; nothing baked is known
+    return interconnect.baked(text, context)
 
 
 def _cuda(named: str | None, bases: tuple[str, ...], *, as_is: bool) -> dict[str, Any]:
@@ -162,9 +161,9 @@ def _cuda(named: str | None, bases: tuple[str, ...], *, as_is: bool) -> dict[str
 
 def _facts(
     *, id: str, name: str | None, source: str, caps: capabilities.Capabilities, image: str | None,
-    bases: tuple[str, ...] = (), pinned: bool, baked: fabric.Baked | None = None, conda_file: bool = False,
+    bases: tuple[str, ...] = (), pinned: bool, baked: interconnect.Baked | None = None, conda_file: bool = False,
 ) -> EnvironmentFacts:
-    baked = baked or fabric.Baked()
+    baked = baked or interconnect.Baked()
     named = image or (None if source in ("build", "inline") else id)
     return EnvironmentFacts(
         id=id, name=name, source=source, capabilities=tuple(sorted(caps.present)), pinned=pinned, image=image,
@@ -189,7 +188,7 @@ class Content:
 
     bases: tuple[str, ...]
     caps: capabilities.Capabilities
-    baked: fabric.Baked
+    baked: interconnect.Baked
 
 
 Contents = dict[tuple[object, ...], Content]
@@ -267,7 +266,7 @@ class FolderFacts:
 
     code_findings: tuple[str, ...] = ()
     code_unscanned: tuple[str, ...] = ()
-    """What the credential scan's budget left unread (:class:`infra.secret_scan.FolderScan`)."""
+    """What the credential scan's budget left unread (:class:`analysis.secret_scan.FolderScan`)."""
     legacy_variables: tuple[str, ...] = ()
     readings: dict[str, pyscan.Reading] = field(default_factory=dict, compare=False)
     """Each Python script of the folder some run starts, read once (:func:`pyscan.process_group_use`): runs
@@ -320,7 +319,7 @@ def resolve_run(
     facts: FolderFacts | None = None, contents: Contents | None = None,
 ) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
-    by :class:`model.config.StackConfig`), with the facts the policy pack judges it by.
+    by :class:`stack.config.StackConfig`), with the facts the policy pack judges it by.
 
     ``facts``: the scans of the run's code folder when the caller already has them (None: scan it);
     ``code_findings`` alone overrides the credential scan. ``contents``: environments' files read so far in

@@ -34,16 +34,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from infra import secrets
-from infra.azure import storage_public_network_access
-from infra.paths import files_inside
-from jobs import code_scan, remote
+from analysis import code_scan
+from azurefacts.ids import storage_public_network_access
+from jobs import remote
 from jobs.diagnose import INFINIBAND
 from jobs.pipeline_render import composite_yaml
 from jobs.pipelines import ResolvedComposite, code_folders, resolve_composite
 from jobs.render import job_yaml, quiet_azure_ai_ml
 from jobs.resolve import resolve_run
-from jobs.resolved import ResolvedRun
 from jobs.workspace import (
     OFFLINE_SUBSCRIPTION,
     SUBSCRIPTION_VARIABLE,
@@ -53,11 +51,14 @@ from jobs.workspace import (
     shown,
     workspace_of,
 )
-from model import NAMESPACE
-from model.config import StackConfig
-from model.errors import EXIT_OK, UserError
-from model.pipelines import job_parts
-from model.runs import Run
+from kernel import secrets
+from kernel.errors import EXIT_OK, UserError
+from kernel.paths import files_inside
+from stack import NAMESPACE
+from stack.config import StackConfig
+from stack.pipelines import job_parts
+from stack.resolved import ResolvedRun
+from stack.runs import Run
 
 if TYPE_CHECKING:
     from azure.ai.ml import MLClient

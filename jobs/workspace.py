@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from infra import bounded
-from model.errors import UserError
+from kernel import bounded
+from kernel.errors import UserError
 
 OFFLINE_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 """The subscription id an offline plan reports (Pulumi mocks answer for Azure)."""

@@ -1,4 +1,4 @@
-"""What a planned stack can cost: per cluster and per run, from the pricing table (:mod:`infra.prices`).
+"""What a planned stack can cost: per cluster and per run, from the pricing table (:mod:`azurefacts.prices`).
 
 * a cluster's **ceiling** is its price per node-hour times ``max_instances``: what it burns per hour
   when it scales out fully; its **floor** is ``min_instances`` nodes billed all month (730 hours),
@@ -8,7 +8,7 @@
 
 A price the table does not have is :data:`UNKNOWN`, and so is every figure computed from it; a floor of
 zero nodes is zero whatever the price. Figures are rounded to cents (they are estimates at list price).
-Each cluster also says whether its size's series is sold in its region (:mod:`infra.availability`):
+Each cluster also says whether its size's series is sold in its region (:mod:`azurefacts.availability`):
 ``listed``, ``not listed`` (no list price there, and the cluster may not deploy) or ``unknown``.
 """
 
@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra import availability
-from infra.prices import HOURS_PER_MONTH, PriceTable
-from infra.prices import load as load_prices
-from jobs.resolved import ResolvedRun
+from azurefacts import availability
+from azurefacts.prices import HOURS_PER_MONTH, PriceTable
+from azurefacts.prices import load as load_prices
 from policies.stack import Stack
 from policies.wire import get, inputs, same
+from stack.resolved import ResolvedRun
 
 COMPUTE = "azure-native:machinelearningservices:Compute"
 UNKNOWN = "unknown"
@@ -58,7 +58,7 @@ class ClusterCost:
     price_date: str | None
     price_source: str | None
     listed: bool | None = None
-    """Whether the size's series is listed as sold in the region (None: unknown); see :mod:`infra.availability`."""
+    """Whether the size's series is listed as sold in the region (None: unknown); see :mod:`azurefacts.availability`."""
 
     @property
     def availability(self) -> str:

@@ -50,12 +50,8 @@ from pulumi_policy import (
 from pulumi_policy import proxy as policy_proxy
 from pulumi_policy.policy import Policy
 
-from infra import bounded
-from jobs.resolved import RUN_TYPE, ResolvedRun
-from model import NAMESPACE
-from model.errors import ConfigError
-from model.stackfile import read as read_stackfile
-from model.waivers import Waiver
+from kernel import bounded
+from kernel.errors import ConfigError
 from policies.catalogue import BY_ID, RULES
 from policies.engine import Finding, describe, fingerprint, violations
 from policies.packconfig import RuleSettings, default_path, parameters, resolve
@@ -65,6 +61,10 @@ from policies.stack import COMPONENT_KINDS, Owner, Stack
 from policies.waivers import CONFIG_KEY, WaiverSettings, check_governance, check_references
 from policies.waivers import settings as waiver_settings
 from policies.wire import UNKNOWN
+from stack import NAMESPACE
+from stack.resolved import RUN_TYPE, ResolvedRun
+from stack.stackfile import read as read_stackfile
+from stack.waivers import Waiver
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 """The Pulumi project this pack belongs to (where ``Pulumi.<stack>.yaml`` files are)."""
@@ -125,9 +125,9 @@ def wire_resource(
 
 @lru_cache(maxsize=8)
 def _stack_file_config(root: Path, stack: str) -> Mapping[str, Any] | None:
-    """The config of ``root``'s ``Pulumi.<stack>.yaml`` (:func:`model.stackfile.read`), read once for every
+    """The config of ``root``'s ``Pulumi.<stack>.yaml`` (:func:`stack.stackfile.read`), read once for every
     policy of the pack; None when there is no such file. A file that does not read raises its
-    :class:`~model.errors.ConfigError` each time (errors are not cached)."""
+    :class:`~kernel.errors.ConfigError` each time (errors are not cached)."""
     path = root / f"Pulumi.{stack}.yaml"
     return MappingProxyType(read_stackfile(path).config) if path.is_file() else None
 

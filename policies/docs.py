@@ -106,7 +106,7 @@ def render(current: str | None = None) -> str:
         "`policies/config.prod.json`, which `amlgpu plan --stack prod` reads by default). A rule's own entry "
         "wins over `all`, and both over the profile.",
         "- **Unknown is not missing**: what an environment contains comes from an evidence table "
-        "(`infra/environment-capabilities.yaml`, with its sources), the build context's `FROM` and install lines "
+        "(`azurefacts/environment-capabilities.yaml`, with its sources), the build context's `FROM` and install lines "
         "and the declared `provides`. A capability rule blocks only what is known to be absent; what cannot be "
         "seen is reported by the advisory `run-environment-capability-unknown`.",
         "- **Azure Policy**: which of Azure's built-in policy definitions (an organisation may assign them with "

@@ -14,13 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from infra.prices import PriceTable
-from jobs.resolved import RUN_TYPE, ResolvedRun
-from model import NAMESPACE
-from model.config import StackConfig
-from model.pipelines import job_parts, qualified
-from model.runs import Run
-from model.waivers import PlatformWaiver, Waiver
+from azurefacts.prices import PriceTable
 from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
 from policies.rule import SEVERITIES, Rule, Violation
@@ -35,6 +29,12 @@ from policies.waivers import (
     reference_problems,
 )
 from policies.waivers import settings as waiver_settings
+from stack import NAMESPACE
+from stack.config import StackConfig
+from stack.pipelines import job_parts, qualified
+from stack.resolved import RUN_TYPE, ResolvedRun
+from stack.runs import Run
+from stack.waivers import PlatformWaiver, Waiver
 
 Level = Literal["error", "warning", "note"]
 
@@ -267,7 +267,7 @@ def evaluate(
     the stack file's config keys outside the project's namespace, with their values (:attr:`Stack.settings`);
     ``locate``: positions in the stack file, for the waivers' problems.
 
-    Raises :class:`~model.errors.ConfigError` for an unknown rule or parameter in ``pack_config``, and,
+    Raises :class:`~kernel.errors.ConfigError` for an unknown rule or parameter in ``pack_config``, and,
     all at once, for every waiver naming an unknown rule or resource (key ``aml-gpu-training:waivers[i]...``)
     or that the pack config's governance refuses (:func:`policies.waivers.check_governance`: a
     critical rule waived in a stack file, an expiry too far ahead).

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
 
-from model import NAMESPACE
+from stack import NAMESPACE
 
 Key = tuple[str, str]
 """A planned resource by (type token, logical name): logical names are unique per type only."""

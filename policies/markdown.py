@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import regex as linear
+from kernel import regex as linear
 
 _ESCAPED = str.maketrans({c: "\\" + c for c in "\\`[]|"})
 """The punctuation that opens links, images, code spans and table cells, each behind a backslash."""

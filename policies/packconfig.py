@@ -30,8 +30,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from infra import bounded
-from model.errors import ConfigError
+from kernel import bounded
+from kernel.errors import ConfigError
 from policies.catalogue import BY_ID
 from policies.rule import ENFORCEMENTS, Enforcement, Rule
 from policies.waivers import CONFIG_KEY as WAIVERS_KEY
@@ -120,7 +120,7 @@ def _entry(value: Any, source: str, key: str) -> tuple[Enforcement | None, dict[
 def resolve(pack_config: Mapping[str, Any] | None, *, source: str = "policy pack config") -> dict[str, RuleSettings]:
     """Every rule's effective settings: its defaults, then ``all``, then its own entry.
 
-    Raises :class:`~model.errors.ConfigError` naming ``source`` and the key for an unknown rule, an
+    Raises :class:`~kernel.errors.ConfigError` naming ``source`` and the key for an unknown rule, an
     unknown parameter, a bad level or a value of the wrong type.
     """
     config = dict(pack_config or {})

@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from infra import bounded
+from kernel import bounded
 from policies.rule import Enforcement, Rule, Severity
 from policies.wire import get, is_false, is_true, known, same
 

@@ -4,7 +4,7 @@ Three kinds of rule, by what the check is given:
 
 * ``resource``: one resource as the provider receives it (wire shape: ``{"type", "name", "parent",
   "inputs", "options"}``, camelCase input names, integers as ints); returns violation messages;
-* ``run``: one :class:`~jobs.resolved.ResolvedRun` (a declared run with the facts of its cluster and
+* ``run``: one :class:`~stack.resolved.ResolvedRun` (a declared run with the facts of its cluster and
   environment); returns violation messages;
 * ``stack``: the whole planned stack (:class:`policies.stack.Stack`); returns :class:`Violation`\\ s,
   each naming the resource or run at fault. Cross-resource checks live here.
@@ -28,8 +28,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from jobs.resolved import ResolvedRun
     from policies.stack import Stack
+    from stack.resolved import ResolvedRun
 
 Severity = Literal["critical", "high", "medium", "low"]
 Enforcement = Literal["mandatory", "advisory", "disabled"]

@@ -14,11 +14,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE, ResolvedComposite
-from jobs.resolved import RUN_TYPE, ResolvedRun
 from policies.graph import DependencyGraph
+from stack.resolved import RUN_TYPE, ResolvedRun
 
 if TYPE_CHECKING:
-    from infra.prices import PriceTable
+    from azurefacts.prices import PriceTable
 
 OwnerKind = Literal[
     "workspace", "network", "cluster", "image-build-compute", "environment", "run", "pipeline", "sweep", "resource"
@@ -59,7 +59,7 @@ class Stack:
         self.resources: tuple[Mapping[str, Any], ...] = tuple(resources)
         self.runs: tuple[ResolvedRun, ...] = tuple(runs)
         self.prices = prices
-        """The pricing table budget rules use (None: the shipped ``infra/prices.json``)."""
+        """The pricing table budget rules use (None: the shipped ``azurefacts/prices.json``)."""
         self.name = name
         """The stack's name (``dev``), for pack-config settings that name stacks; None when unknown."""
         self.settings: Mapping[str, Any] | None = settings

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from model.waivers import Waiver
 from policies.engine import Finding, Report
 from policies.markdown import code
 from policies.markdown import text as markdown_text
 from policies.rule import SEVERITIES
 from policies.waivers import changed
+from stack.waivers import Waiver
 
 
 def _rule_link(finding: Finding) -> str:

@@ -30,9 +30,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from model import NAMESPACE
-from model.errors import ConfigError, Problem
-from model.waivers import PlatformWaiver, Waiver
+from kernel.errors import ConfigError, Problem
+from stack import NAMESPACE
+from stack.waivers import PlatformWaiver, Waiver
 
 CONFIG_KEY = "policy-waivers"
 """The pack config key (and CrossGuard policy name) that governs waivers."""
@@ -110,7 +110,7 @@ def _problem(where: str, i: int, field: str | None, message: str, locate: Locate
 
 
 def raise_all(problems: list[Problem], file: str | None) -> None:
-    """One :class:`~model.errors.ConfigError` holding ``problems`` in file order (none: nothing raised)."""
+    """One :class:`~kernel.errors.ConfigError` holding ``problems`` in file order (none: nothing raised)."""
     if problems:
         raise ConfigError(file=file, problems=problems)
 
@@ -138,7 +138,7 @@ def check_references(
     waivers: Sequence[Waiver], *, rules: Collection[str], names: Collection[str], file: str | None = None,
     where: str = f"{NAMESPACE}:waivers", indices: Sequence[int] | None = None, locate: Locate | None = None,
 ) -> None:
-    """Raise :class:`~model.errors.ConfigError` holding every :func:`reference_problems`."""
+    """Raise :class:`~kernel.errors.ConfigError` holding every :func:`reference_problems`."""
     raise_all(reference_problems(waivers, rules=rules, names=names, where=where, indices=indices, locate=locate),
                file)
 
@@ -176,7 +176,7 @@ def check_governance(
     file: str | None = None, where: str = f"{NAMESPACE}:waivers", stack_file: bool = True,
     indices: Sequence[int] | None = None, locate: Locate | None = None,
 ) -> None:
-    """Raise :class:`~model.errors.ConfigError` holding every :func:`governance_problems`."""
+    """Raise :class:`~kernel.errors.ConfigError` holding every :func:`governance_problems`."""
     raise_all(governance_problems(waivers, severities=severities, policy=policy, today=today, where=where,
                                    stack_file=stack_file, indices=indices, locate=locate), file)
 

@@ -1,6 +1,6 @@
 """Shared fixtures: the project root, and planning a stack (the shipped ones or a variant) offline.
 
-Planning runs the real program under the mock engine (`amlgpu.plan.run_program`); only Azure is mocked.
+Planning runs the real program under the mock engine (`planning.engine.run_program`); only Azure is mocked.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from amlgpu.plan import Plan, run_program
-from model.stackfile import read
+from planning.engine import Plan, run_program
+from stack.stackfile import read
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "aml-gpu-training"
@@ -171,7 +171,7 @@ def waits(resource: Any) -> set[tuple[str, str]]:
 
 @pytest.fixture(autouse=True)
 def _no_remembered_secrets() -> None:
-    """Each test starts with no secret remembered (infra.secrets keeps them for the life of a process)."""
-    from infra import secrets
+    """Each test starts with no secret remembered (kernel.secrets keeps them for the life of a process)."""
+    from kernel import secrets
 
     secrets.forget_all()

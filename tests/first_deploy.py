@@ -56,12 +56,12 @@ from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.core.pipeline.transport import HttpTransport, RequestsTransportResponse
 from requests.structures import CaseInsensitiveDict
 
-from amlgpu.mocks import BUILD_CONTEXT_UPLOAD, DEPLOYER_OBJECT_ID, arm_id
-from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR
+from azurefacts.ids import STORAGE_BLOB_DATA_CONTRIBUTOR
+from azurefacts.naming import arm_region
 from infra.build_context import PROPAGATION_WAIT_S, UploadError, upload_context
-from infra.naming import arm_region
-from model.config import StackConfig
+from planning.mocks import BUILD_CONTEXT_UPLOAD, DEPLOYER_OBJECT_ID, arm_id
 from policies.graph import DependencyGraph, Key
+from stack.config import StackConfig
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures/blob-rest/responses.json").read_text())
 RBAC_PROPAGATION_S = 600.0

@@ -17,13 +17,13 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from infra import bounded
-from infra.skus import lookup
+from azurefacts.skus import lookup
 from jobs import render
 from jobs.launchers import LAUNCHERS
 from jobs.resolve import resolve_all
-from model import stackfile
-from model.config import from_stackfile
+from kernel import bounded
+from stack import stackfile
+from stack.config import from_stackfile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))

@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
-from amlgpu.plan import run_program
-from model.stackfile import read
+from planning.engine import run_program
+from stack.stackfile import read
 from tests.conftest import ROOT, shipped_stacks
 
 Resource = dict[str, Any]

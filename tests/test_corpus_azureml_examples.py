@@ -25,14 +25,14 @@ from typing import Any
 import pytest
 import yaml
 
-from amlgpu.plan import run_program
 from jobs.render import job_yaml
 from jobs.resolve import resolve_all
-from jobs.resolved import RUN_TYPE, ResolvedRun
-from model.config import StackConfig, from_stackfile
-from model.stackfile import read
+from planning.engine import run_program
 from policies.engine import Report, evaluate
 from policies.packconfig import STRICT_CONFIG, load
+from stack.config import StackConfig, from_stackfile
+from stack.resolved import RUN_TYPE, ResolvedRun
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, dev_config, make_project
 
 CORPUS = ROOT / "tests" / "fixtures" / "azureml-examples"

@@ -156,7 +156,7 @@ FRAMEWORK_LAUNCHERS = {
 @pytest.mark.parametrize("page", FRAGMENT_PAGES)
 def test_stack_fragments_plan_without_a_mandatory_failure(page: str, tmp_path: Path) -> None:
     from amlgpu.commands.plan import plan_stack
-    from model.project import load_stack
+    from stack.project import load_stack
 
     config = dev_config()
     for fragment in _fragments(page):
@@ -271,7 +271,7 @@ def _parse(argv: tuple[str, ...]) -> Any:
 
 
 def test_the_docs_name_commands_that_parse_with_stacks_and_runs_that_exist() -> None:
-    from model.project import load_stack
+    from stack.project import load_stack
 
     assert len(DOC_COMMANDS) >= 15, DOC_COMMANDS
     stacks = _stacks_named_in_docs()
@@ -349,7 +349,7 @@ def _prepare_only(args: Any, project: Path) -> None:
     from amlgpu.commands.run_local import _parse_inputs, find_run
     from jobs.emulate.prepare import Request, prepare
     from jobs.resolve import resolve_run
-    from model.project import load_stack
+    from stack.project import load_stack
 
     stack = load_stack(args.stack, project)
     request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from infra import capabilities
+from azurefacts import capabilities
 from policies.catalogue import RULES
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_policy_baseline import sarif_fingerprint

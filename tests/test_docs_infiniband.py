@@ -1,10 +1,10 @@
-"""docs/infiniband.md's size table says what the catalogue (infra/skus.py) says, size by size."""
+"""docs/infiniband.md's size table says what the catalogue (azurefacts/skus.py) says, size by size."""
 
 from __future__ import annotations
 
 import re
 
-from infra.skus import CATALOGUE
+from azurefacts.skus import CATALOGUE
 from tests.conftest import ROOT
 
 _ROW = re.compile(r"^\| `(?P<size>Standard_\w+)` \| (?P<gpus>\d+)x [^|]+ \| (?P<ib>[^|]+) \| (?P<gbps>[^|]+) \| "

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs.emulate import contract
+from analysis import contract
 
 
 @pytest.mark.parametrize(

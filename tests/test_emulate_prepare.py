@@ -15,8 +15,8 @@ import pytest
 from jobs.emulate.errors import EmulationError
 from jobs.emulate.prepare import Prepared, Request, prepare
 from jobs.resolve import resolve_run
-from jobs.resolved import ResolvedRun
-from model.config import build
+from stack.config import build
+from stack.resolved import ResolvedRun
 
 A100 = {"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 4}  # 8 GPUs per node
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from jobs.emulate import contract
+from analysis import contract
 from tests.conftest import emulation_project, required_tool
 from tests.test_emulate_launcher import gone
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from model.config import from_stackfile
-from model.stackfile import read
+from stack.config import from_stackfile
+from stack.stackfile import read
 from tests.build_contexts import BuildContext, parse_conda, parse_dockerfile, problems, recorded_files
 from tests.conftest import shipped_stacks
 

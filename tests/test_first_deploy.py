@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from amlgpu.plan import run_program
-from model.config import from_stackfile
-from model.stackfile import read
+from planning.engine import run_program
+from stack.config import from_stackfile
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, make_project
 from tests.first_deploy import PROFILES, Deployer, FirstDeploy, Outcome, Subscription, deployer_of
 

@@ -41,7 +41,7 @@ def test_help_has_no_restructuredtext(command: list[str], capsys: pytest.Capture
 def test_plain_turns_roles_into_words() -> None:
     from amlgpu.cli import plain
 
-    assert plain("``amlgpu plan`` uses :mod:`jobs.render` and :class:`~model.config.StackConfig`") == (
+    assert plain("``amlgpu plan`` uses :mod:`jobs.render` and :class:`~stack.config.StackConfig`") == (
         "amlgpu plan uses jobs.render and StackConfig"
     )
 
@@ -105,7 +105,7 @@ def test_init_without_the_sample_workloads_writes_the_starter_folder(tmp_path: P
     monkeypatch.chdir(project)
     assert main(["init", "--stack", "t", "--sku", "Standard_NC24ads_A100_v4"]) == 0
     assert capsys.readouterr().out == "Wrote Pulumi.t.yaml and src/train.py.\nNext: amlgpu plan --stack t\n"
-    from model.project import load_stack
+    from stack.project import load_stack
 
     (run,) = load_stack("t", project).config.jobs  # one node without InfiniBand: no fabric check
     assert (run.code, run.command, run.resources.instance_count) == ("src", "python train.py", 1)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from amlgpu.cli import main
-from model.config import build
+from stack.config import build
 from tests.conftest import ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "first-hour" / "base.yaml"
@@ -180,7 +180,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_base_stack_is_valid(project: Path) -> None:
-    from model.project import load_stack
+    from stack.project import load_stack
 
     (project / "Pulumi.t.yaml").write_text(BASE)
     assert [run.name for run in load_stack("t", project).config.jobs] == ["ddp"]  # no workload: no fabric check
@@ -278,7 +278,7 @@ def test_an_enum_of_the_wrong_type_is_a_message_not_a_crash(project: Path, value
     """Found by tests/test_reliability_properties.py: the casing transform met a list."""
     import yaml
 
-    from model.errors import ConfigError
+    from kernel.errors import ConfigError
 
     config = yaml.safe_load(BASE)["config"]
     values = {k.removeprefix("aml-gpu-training:"): v for k, v in config.items() if k.startswith("aml-gpu-training:")}

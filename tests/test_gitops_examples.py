@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from infra import availability
-from model.config import from_stackfile
-from model.stackfile import read
+from azurefacts import availability
+from stack.config import from_stackfile
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, make_project, shipped_stacks
 
 EXAMPLES = shipped_stacks("examples/multi-team")
@@ -63,7 +63,7 @@ def test_example_stack_plans_offline_without_a_mandatory_failure(
                          ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_shipped_stack_uses_gpu_sizes_microsoft_sells_in_its_region(path: Path) -> None:
     """What we ship as a model to copy must deploy: no cluster on a size whose series Microsoft's
-    products-by-region table leaves out of the stack's region (``infra/availability.json``)."""
+    products-by-region table leaves out of the stack's region (``azurefacts/availability.json``)."""
     config = from_stackfile(read(path), ROOT)
     sold = availability.load()
     for cluster in config.clusters:

@@ -18,14 +18,14 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from jobs.importer import Context, ImportInputError, import_files
-from jobs.importer.base import PLACEHOLDER_MARK, Draft
-from jobs.importer.emit import append_to_stack, render
-from jobs.importer.static import PathValue, Unknown, evaluate
+from importer import Context, ImportInputError, import_files
+from importer.base import PLACEHOLDER_MARK, Draft
+from importer.emit import append_to_stack, render
+from importer.static import PathValue, Unknown, evaluate
 from jobs.render import job_yaml
 from jobs.resolve import resolve_all
-from model.config import build
-from model.project import load_stack
+from stack.config import build
+from stack.project import load_stack
 from tests.conftest import NS, dev_config, make_project
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"

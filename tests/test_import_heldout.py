@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from jobs.importer import Context, import_files
-from jobs.importer.base import PLACEHOLDER_MARK, Draft
-from jobs.importer.static import Unknown, evaluate
-from model.project import load_stack
+from importer import Context, import_files
+from importer.base import PLACEHOLDER_MARK, Draft
+from importer.static import Unknown, evaluate
+from stack.project import load_stack
 from tests.conftest import NS, dev_config, make_project
 from tests.test_import import GPU_CLUSTER, _facets, _load, _rendered
 
@@ -290,7 +290,7 @@ def test_a_v1_run_config_yields_to_the_flags(project: Path) -> None:
 
 def test_a_secret_in_properties_is_found_as_in_tags() -> None:
     """Properties are kept with the job, as readable as its tags: the secret rules read them too."""
-    from infra.secrets import secrets_in_definition
+    from kernel.secrets import secrets_in_definition
     from tests.test_policy_rules import HF_TOKEN
 
     assert secrets_in_definition({"command": "python t.py", "properties": {"hf": HF_TOKEN}}) == [

@@ -18,12 +18,12 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from jobs.importer import Context, ImportInputError, import_files
-from jobs.importer.base import Draft
+from importer import Context, ImportInputError, import_files
+from importer.base import Draft
 from jobs.pipeline_render import composite_yaml
 from jobs.pipelines import resolve_composites
-from model.config import build
-from model.project import load_stack
+from stack.config import build
+from stack.project import load_stack
 from tests.conftest import NS, dev_config, make_project
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "pipelines"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from amlgpu.plan import Plan, run_program
-from model.errors import ConfigError
-from model.stackfile import read
+from kernel.errors import ConfigError
+from planning.engine import Plan, run_program
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, dev_config, only
 
 Variant = Callable[[Callable[[dict[str, Any]], None]], Plan]
@@ -209,7 +209,7 @@ def test_zones_not_listed_are_still_created(plan_variant: Variant) -> None:
          "private-operator-range", "slash-32-operator-range"],
 )
 def test_bad_network_settings_name_the_key(network: dict[str, Any], key: str, message: str) -> None:
-    from model.config import build
+    from stack.config import build
 
     config = dev_config()
     values = {k.removeprefix(f"{NS}:"): v for k, v in config.items() if k.startswith(f"{NS}:")}

@@ -18,8 +18,7 @@ from azure.core.pipeline.transport import HttpTransport, RequestsTransportRespon
 from pulumi.dynamic.dynamic import serialize_provider
 from requests.structures import CaseInsensitiveDict
 
-from amlgpu.plan import Plan, run_program
-from infra.azure import STORAGE_BLOB_DATA_CONTRIBUTOR
+from azurefacts.ids import STORAGE_BLOB_DATA_CONTRIBUTOR
 from infra.build_context import (
     PROPAGATION_WAIT_S,
     BuildContextProvider,
@@ -29,7 +28,8 @@ from infra.build_context import (
     context_files,
     upload_context,
 )
-from model.stackfile import read
+from planning.engine import Plan, run_program
+from stack.stackfile import read
 from tests.conftest import ROOT, only, waits
 
 RECORDED = json.loads((ROOT / "tests/fixtures/blob-rest/responses.json").read_text())
@@ -204,7 +204,7 @@ def test_no_credential_fails_with_one_line_saying_how_to_sign_in(context) -> Non
     ids=["azure-cli", "azure-powershell", "service-principal", "declared-wins"],
 )
 def test_deployer_principal_type(client_id: str, declared: str | None, expected: str) -> None:
-    from infra.azure import principal_type
+    from azurefacts.ids import principal_type
 
     assert principal_type(client_id, declared) == expected
 

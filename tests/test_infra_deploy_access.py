@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from amlgpu.cli import main
-from amlgpu.plan import Plan, run_program
-from infra.azure import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR
-from model.stackfile import read
+from azurefacts.ids import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR
+from planning.engine import Plan, run_program
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, dev_config, make_project, waits
 
 ASSIGNMENT = "azure-native:authorization:RoleAssignment"
@@ -32,7 +32,7 @@ def prod_plan() -> Plan:
 
 def _uai_principal(plan: Plan) -> str:
     """The principal id Azure reports for the identity on the workspace (identity.userAssignedIdentities)."""
-    from amlgpu.mocks import computed_outputs
+    from planning.mocks import computed_outputs
 
     ws = next(r for r in plan.by_type("azure-native:machinelearningservices:Workspace"))
     return computed_outputs(ws.type, ws.name, ws.inputs, "")["identity"]["userAssignedIdentities"][PROD_UAI][
@@ -157,7 +157,7 @@ def test_pulumi_up_compares_with_the_subscription_it_deploys_to(
     """Unpinned, the program itself compares the ids with the provider's subscription (getClientConfig)."""
     import pulumi
 
-    from amlgpu import mocks
+    from planning import mocks
 
     monkeypatch.setattr(mocks, "SUBSCRIPTION_ID", OTHER)  # the engine now answers: deploying to OTHER
     project = make_project(tmp_path / "project", _stack(None, subnet=SUB))

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from amlgpu.plan import Plan
+from planning.engine import Plan
 from tests.conftest import NS, only
 
 COMPUTE = "azure-native:machinelearningservices:Compute"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from amlgpu.cli import main
-from model.config import build
-from model.errors import ConfigError
+from kernel.errors import ConfigError
+from stack.config import build
 from tests.conftest import NS, ROOT, dev_config, make_project
 
 RUN = {"name": "r", "code": "jobs/workloads", "command": "python train_ddp.py", "environment": "acpt-pytorch",

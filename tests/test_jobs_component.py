@@ -15,12 +15,12 @@ import yaml
 from pulumi.runtime import mocks, settings
 
 from amlgpu.cli import main
-from amlgpu.mocks import AzureMocks
-from amlgpu.plan import Plan, RecordingMonitor
 from jobs.resolve import resolve_all
-from jobs.resolved import RUN_TYPE, ClusterFacts, EnvironmentFacts, ResolvedRun
-from model import stackfile
-from model.config import from_stackfile
+from planning.engine import Plan, RecordingMonitor
+from planning.mocks import AzureMocks
+from stack import stackfile
+from stack.config import from_stackfile
+from stack.resolved import RUN_TYPE, ClusterFacts, EnvironmentFacts, ResolvedRun
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.filterwarnings("ignore:::marshmallow"), pytest.mark.filterwarnings("ignore:::azure")]

@@ -14,7 +14,7 @@ import yaml
 
 from jobs.render import job_yaml
 from jobs.resolve import resolve_run
-from model.errors import ConfigError
+from kernel.errors import ConfigError
 from tests.conftest import ROOT
 from tests.test_jobs_resolve import declared, stack
 
@@ -164,7 +164,7 @@ def test_plan_notes_the_defaults_the_project_added(root: Path) -> None:
 def test_plan_output_lists_the_added_defaults_per_run(root: Path) -> None:
     from types import SimpleNamespace
 
-    from amlgpu.render import plan_tree
+    from planning.render import plan_tree
 
     config = stack(root, [declared()])
     run = resolve_run(config.jobs[0], config, root)

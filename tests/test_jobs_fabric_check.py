@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model.config import build
+from stack.config import build
 from tests.conftest import NS, ROOT, dev_config
 
 

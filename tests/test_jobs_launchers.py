@@ -15,7 +15,7 @@ from jobs.launchers import (
     infer_launcher,
     read_command,
 )
-from model.runs import Run
+from stack.runs import Run
 
 
 def run(command: str, distribution: dict[str, Any] | None = None, **fields: Any) -> Run:

@@ -21,9 +21,9 @@ from jobs.emulate.composite import sample, step_order
 from jobs.emulate.errors import EmulationError
 from jobs.pipeline_render import composite_yaml
 from jobs.pipelines import resolve_composites
-from model.config import StackConfig
-from model.errors import ConfigError
-from model.pipelines import PipelineJob, SweepJob
+from kernel.errors import ConfigError
+from stack.config import StackConfig
+from stack.pipelines import PipelineJob, SweepJob
 from tests.conftest import ROOT
 from tests.test_jobs_resolve import stack
 
@@ -431,7 +431,7 @@ def test_a_dry_run_prints_the_file_a_submission_sends(job: dict[str, Any], tmp_p
 
 def test_a_pipeline_step_holding_a_private_key_is_never_submitted(root: Path, tmp_path: Path) -> None:
     from jobs import submit
-    from model.errors import UserError
+    from kernel.errors import UserError
 
     (root / "jobs" / "workloads" / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n")
     config = stack(root, [pipeline()])

@@ -15,8 +15,8 @@ import pytest
 
 from amlgpu.cli import build_parser
 from amlgpu.commands import job as command
-from amlgpu.plan import Plan
-from model.errors import UserError
+from kernel.errors import UserError
+from planning.engine import Plan
 from tests import aml_workspace as aml
 from tests.conftest import dev_config, make_project
 from tests.replay_http import TENANT, Answer, RecordedToken, Replay

@@ -12,9 +12,9 @@ import yaml
 from jobs.launchers import LAUNCHERS
 from jobs.render import SCHEMA_COMMENT, build_job, job_yaml
 from jobs.resolve import resolve_all
-from jobs.resolved import ResolvedRun
-from model import stackfile
-from model.config import build, from_stackfile
+from stack import stackfile
+from stack.config import build, from_stackfile
+from stack.resolved import ResolvedRun
 from tests.conftest import NS, ROOT, dev_config
 
 FIXTURES = Path(__file__).parent / "fixtures"

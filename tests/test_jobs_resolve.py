@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from infra.secret_scan import scan_folder
-from jobs import code_scan
+from analysis import code_scan, interconnect
+from analysis.secret_scan import scan_folder
 from jobs.resolve import resolve_all, resolve_run
-from model import fabric
-from model.config import StackConfig, build
+from stack.config import StackConfig, build
 from tests.conftest import NS, ROOT, dev_config
 
 
@@ -217,13 +216,13 @@ def test_resolve_all_is_sorted_by_name(root: Path) -> None:
 def test_a_dockerfile_is_evaluated_once_per_plan_and_read_again_by_the_next(root: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    baked = fabric.baked
+    baked = interconnect.baked
 
-    def counted(text: str, context: Path | None) -> fabric.Baked:
+    def counted(text: str, context: Path | None) -> interconnect.Baked:
         calls.append(text)
         return baked(text, context)
 
-    monkeypatch.setattr(fabric, "baked", counted)
+    monkeypatch.setattr(interconnect, "baked", counted)
     inline = {"build": {"path": "environments/horovod"}}
     runs = [declared(name="a", environment="horovod"), declared(name="b", environment="horovod"),
             declared(name="c", environment=inline), declared(name="d", environment="tf-gpu")]

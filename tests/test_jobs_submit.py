@@ -28,7 +28,7 @@ import yaml
 from amlgpu.cli import build_parser, main
 from amlgpu.commands import submit as command
 from jobs import submit, workspace
-from model.errors import UserError
+from kernel.errors import UserError
 from tests import aml_workspace as aml
 from tests.azure_spec import validator
 from tests.conftest import NS, ROOT, dev_config, make_project
@@ -447,8 +447,8 @@ def test_storage_refusing_the_upload_is_one_line_naming_the_fix(
 
 
 def test_the_notice_names_the_operator_ranges_the_storage_admits(project: Path) -> None:
-    from model.config import from_stackfile
-    from model.stackfile import read
+    from stack.config import from_stackfile
+    from stack.stackfile import read
 
     config = dev_with_hello()
     config[f"{NS}:network"]["operator_ip_ranges"] = ["203.0.113.0/24"]

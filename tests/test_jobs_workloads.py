@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from model import stackfile
-from model.config import from_stackfile
+from stack import stackfile
+from stack.config import from_stackfile
 from tests.conftest import ROOT
 
 WORKLOADS = ROOT / "jobs" / "workloads"

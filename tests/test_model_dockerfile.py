@@ -1,4 +1,4 @@
-"""model/dockerfile.py: Dockerfiles through BuildKit's parser, and what the last stage bakes in."""
+"""analysis/dockerfile.py: Dockerfiles through BuildKit's parser, and what the last stage bakes in."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from model import dockerfile
-from model.dockerfile import evaluate
+from analysis import dockerfile
+from analysis.dockerfile import evaluate
 
 BASE = "FROM mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04:20240701.v1\n"
 

@@ -1,4 +1,4 @@
-"""model/shell.py: a bash reader/evaluator on tree-sitter-bash, checked construct by construct.
+"""analysis/shell.py: a bash reader/evaluator on tree-sitter-bash, checked construct by construct.
 
 Each expectation is what bash itself does with the text (they were checked by running bash 5 on
 them); the tests compare the evaluator's view of it: words, the environment each command receives,
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from model import shell
-from model.shell import Script, evaluate
+from analysis import shell
+from analysis.shell import Script, evaluate
 
 
 def _env(script: Script, program: str) -> dict[str, list[str | None]]:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from amlgpu.changes import affected, select
-from model.errors import UserError
-from model.project import load_stack, stack_names
+from kernel.errors import UserError
+from planning.changes import affected, select
+from stack.project import load_stack, stack_names
 from tests.conftest import NS, dev_config, make_project
 from tests.test_plan_stacks import plan as _plan
 
@@ -146,8 +146,8 @@ CASES: list[tuple[str, Callable[[Path], None], bool, list[str], list[str]]] = [
     ("the shared pack config", _append("policies/config.json", "{}\n"), True, EVERY, []),
     ("program code under jobs/", _append("jobs/render.py", "X = 1\n"), True, EVERY, []),
     ("the program's components", _append("infra/network.py", "X = 1\n"), True, EVERY, []),
-    ("the model", _append("model/config.py", "X = 1\n"), True, EVERY, []),
-    ("the CLI", _append("amlgpu/render.py", "X = 1\n"), True, EVERY, []),
+    ("the model", _append("stack/config.py", "X = 1\n"), True, EVERY, []),
+    ("the CLI", _append("planning/render.py", "X = 1\n"), True, EVERY, []),
     ("the program's entry", _append("__main__.py"), True, EVERY, []),
     ("the project file", _append("Pulumi.yaml"), True, EVERY, []),
     ("the dependencies", _append("pyproject.toml", "[x]\n"), True, EVERY, []),

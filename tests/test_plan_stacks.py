@@ -195,8 +195,8 @@ def test_ctrl_c_in_the_second_stack_exits_130_and_leaves_no_half_written_folder(
 
 
 def test_the_comment_keeps_within_githubs_limit_and_the_stacks_that_need_review_first() -> None:
-    from amlgpu.comment import pr_comment
-    from amlgpu.outcome import StackOutcome
+    from planning.comment import pr_comment
+    from planning.outcome import StackOutcome
 
     outcomes = [StackOutcome(f"team-{i:02d}", 0, policy_md=f"## report {i}\n" + "x" * 9_000) for i in range(12)]
     outcomes.insert(5, StackOutcome("late", 1, mandatory=2, policy_md="## failing report\n" + "y" * 9_000))
@@ -217,7 +217,7 @@ def test_the_comment_keeps_within_githubs_limit_and_the_stacks_that_need_review_
 @pytest.mark.parametrize(("name", "span"), [("dev", "`dev`"), ("a`b", "``a`b``"), ("`x", "`` `x ``"),
                                             ("a|b", "`a\\|b`")])
 def test_stack_names_are_code_spans_in_the_comment(name: str, span: str) -> None:
-    from amlgpu.comment import code
+    from planning.comment import code
 
     assert code(name) == span
 
@@ -227,8 +227,8 @@ def test_the_providers_type_aliases_are_dropped_and_nothing_recorded_changes(mon
     no state to match them against): what the plan records is the same with them, and other aliases stay."""
     import pulumi
 
-    from amlgpu import plan as engine
-    from model.stackfile import read
+    from planning import engine
+    from stack.stackfile import read
 
     provider = pulumi.Alias(type_="azure-native:machinelearningservices/v20200101:Workspace")
     renamed, by_urn = pulumi.Alias(name="old-name"), "urn:pulumi:dev::aml-gpu-training::x:y:Z::old"
@@ -253,7 +253,7 @@ def test_each_stack_starts_with_no_secret_remembered(tmp_path: Path, capsys: pyt
     stack's artifacts are those it has alone (here the same text is a run's description there). And each stack
     has the whole limit of remembered secrets to itself: 150 tokens each plan, where 300 in one stack would
     be refused."""
-    from infra import secrets
+    from kernel import secrets
     from tests.test_reliability_corpus import good_config
     from tests.test_security_secrets import WANDB, _hf
 

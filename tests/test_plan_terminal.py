@@ -14,8 +14,8 @@ import pytest
 
 from amlgpu.cli import main
 from amlgpu.commands.plan import plan_stack
-from amlgpu.render import advisory_text
-from model.project import load_stack
+from planning.render import advisory_text
+from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_policy_baseline import baseline, fingerprint_of
 

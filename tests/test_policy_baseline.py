@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amlgpu.plan import run_program
-from jobs.resolved import RUN_TYPE, ResolvedRun
-from model import config as stack_config
-from model.config import StackConfig
-from model.stackfile import read
+from planning.engine import run_program
 from policies.engine import Report, evaluate
+from stack import config as stack_config
+from stack.config import StackConfig
+from stack.resolved import RUN_TYPE, ResolvedRun
+from stack.stackfile import read
 from tests.conftest import ROOT, make_project
 
 FIXTURE = ROOT / "tests" / "fixtures" / "policy-baseline.json"

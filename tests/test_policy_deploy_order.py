@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from amlgpu.plan import Plan
+from planning.engine import Plan
 from policies.catalogue import BY_ID
 from policies.graph import DependencyGraph
 from policies.rules.deploy_order import matches, precondition, preconditions

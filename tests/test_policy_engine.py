@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from model.errors import ConfigError
+from kernel.errors import ConfigError
 from policies.packconfig import load
 from tests.conftest import ROOT, shipped_stack_names
 from tests.test_policy_baseline import TODAY, Baseline, baseline, fingerprint_of

@@ -9,7 +9,7 @@ src/misc/param.cc, NCCL_IB_HCA matching in src/transport/net_ib/init.cc and src/
 internal IB plugin always added in src/plugin/net.cc), Open MPI (open-mpi/ompi
 opal/mca/base/mca_base_var.c and docs/mca.rst: parameter files below the environment, the override file
 above it), UCX (openucx/ucx src/ucp/core/ucp_context.c: ``UCX_NET_DEVICES``). How bash evaluates the
-commands is :mod:`model.shell`'s (tests/test_model_shell.py checks it against bash).
+commands is :mod:`analysis.shell`'s (tests/test_model_shell.py checks it against bash).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
+from analysis import interconnect
+from analysis.interconnect import Setting, assess, judge, strtoll
 from jobs.resolve import resolve_all
-from model import fabric
-from model.config import from_stackfile
-from model.fabric import Setting, assess, judge, strtoll
-from model.stackfile import read
 from policies.rules.fabric import run_infiniband_disabled, run_infiniband_setting_unclear
+from stack.config import from_stackfile
+from stack.stackfile import read
 from tests.conftest import dev_config, make_project
 from tests.test_policy_baseline import Baseline, baseline
 
@@ -32,9 +32,9 @@ RUN = "ddp-per-process"  # 2 nodes of Standard_ND96asr_v4 (InfiniBand) in the ba
 
 
 def _effect(command: str = "python train.py", *, variables: dict[str, str] | None = None,
-            docker_args: str | None = None, image: fabric.Baked | None = None) -> str | None:
+            docker_args: str | None = None, image: interconnect.Baked | None = None) -> str | None:
     """The strongest effect among the findings: off > cannot tell > no effect > None."""
-    findings = assess(command, variables=variables or {}, docker_args=docker_args, image=image or fabric.Baked())
+    findings = assess(command, variables=variables or {}, docker_args=docker_args, image=image or interconnect.Baked())
     effects = {f.effect for f in findings}
     return next((e for e in ("off", "cannot tell", "no effect") if e in effects), None)
 
@@ -341,11 +341,11 @@ BASE = "FROM mcr.microsoft.com/azureml/openmpi4.1.0-cuda11.8-cudnn8-ubuntu22.04:
     ],
 )
 def test_dockerfiles(dockerfile: str, effect: str | None) -> None:
-    assert _effect(image=fabric.baked(dockerfile, None)) == effect
+    assert _effect(image=interconnect.baked(dockerfile, None)) == effect
 
 
 def test_the_run_overrides_what_the_image_bakes() -> None:
-    image = fabric.baked(BASE + "ENV NCCL_IB_DISABLE=1\nRUN echo NCCL_NET=Socket > /etc/nccl.conf\n", None)
+    image = interconnect.baked(BASE + "ENV NCCL_IB_DISABLE=1\nRUN echo NCCL_NET=Socket > /etc/nccl.conf\n", None)
     assert _effect(variables={"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB"}, image=image) is None
 
 
@@ -355,11 +355,11 @@ def test_copy_reads_config_files_from_the_context_never_outside(tmp_path: Path) 
     (context / "conf" / "nccl.conf").write_text("NCCL_DEBUG=WARN\nNCCL_IB_HCA=^mlx5\n")
     (tmp_path / "outside.conf").write_text("NCCL_IB_DISABLE=1\n")
     (context / "sneaky.conf").symlink_to(tmp_path / "outside.conf")
-    inside = fabric.baked(BASE + "COPY conf/nccl.conf /etc/nccl.conf\n", context)
+    inside = interconnect.baked(BASE + "COPY conf/nccl.conf /etc/nccl.conf\n", context)
     assert _effect(image=inside) == "off"
     for source in ("../outside.conf", "sneaky.conf"):
-        assert _effect(image=fabric.baked(BASE + f"COPY {source} /etc/nccl.conf\n", context)) is None
-    folder = fabric.baked(BASE + "COPY conf/ /etc/\n", context)
+        assert _effect(image=interconnect.baked(BASE + f"COPY {source} /etc/nccl.conf\n", context)) is None
+    folder = interconnect.baked(BASE + "COPY conf/ /etc/\n", context)
     assert [(f.path, f.how) for f in folder.files] == [("/etc/nccl.conf", "COPY conf/ at line 2")]
 
 
@@ -382,7 +382,7 @@ def test_a_file_the_image_s_environment_names_is_read_from_the_context(tmp_path:
     (tmp_path / "conf" / "n.conf").write_text("NCCL_IB_DISABLE=1\n")
     (tmp_path / "conf" / "p.conf").write_text("pml = ob1\n")
     text = BASE.replace("\n", " AS base\n") + dockerfile
-    assert _effect(image=fabric.baked(text, tmp_path)) == effect
+    assert _effect(image=interconnect.baked(text, tmp_path)) == effect
 
 
 @pytest.mark.parametrize(
@@ -398,16 +398,16 @@ def test_a_file_the_image_s_environment_names_is_read_from_the_context(tmp_path:
 def test_the_context_is_read_again_only_for_a_named_file_a_copy_may_bring(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dockerfile: str, evaluations: int) -> None:
     calls: list[object] = []
-    evaluate = fabric.dockerfile.evaluate
+    evaluate = interconnect.dockerfile.evaluate
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
         return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(fabric.dockerfile, "evaluate", counted)
+    monkeypatch.setattr(interconnect.dockerfile, "evaluate", counted)
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "n.conf").write_text("NCCL_IB_DISABLE=1\n")
-    fabric.baked(BASE + dockerfile, tmp_path)
+    interconnect.baked(BASE + dockerfile, tmp_path)
     assert len(calls) == evaluations
 
 

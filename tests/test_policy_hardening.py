@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from model.errors import ConfigError
-from model.project import load_stack
-from model.stackfile import read
+from kernel.errors import ConfigError
+from stack.project import load_stack
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, make_project
 from tests.test_policy_baseline import Baseline, baseline
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs import topology
+from analysis import topology
 from jobs.resolve import resolve_run
-from jobs.resolved import ResolvedRun
 from policies.catalogue import BY_ID, RULES
+from stack.resolved import ResolvedRun
 from tests.conftest import ROOT
 from tests.test_jobs_resolve import declared, stack
 
@@ -252,7 +252,7 @@ SAMPLES = [
 
 
 def _words(text: str) -> list[Any]:
-    from model import shell
+    from analysis import shell
 
     environment = {"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.9", "MASTER_PORT": "6105"}
     (command,) = shell.evaluate(f"prog {text}", environment=environment).commands

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra import capabilities
-from infra.secrets import judge, secrets_in_definition
+from azurefacts import capabilities
 from jobs.resolve import resolve_run
-from model.errors import ConfigError
+from kernel.errors import ConfigError
+from kernel.secrets import judge, secrets_in_definition
 from policies.packconfig import STRICT_CONFIG, load, resolve
 from policies.rules import runs as rules
 from tests.conftest import ROOT

@@ -11,11 +11,11 @@ import jsonschema
 import pytest
 import yaml
 
-from model.stackfile import StackFile, read
 from policies.catalogue import RULES
 from policies.engine import Report
 from policies.sarif import to_sarif
 from policies.summary import markdown
+from stack.stackfile import StackFile, read
 from tests.test_policy_baseline import Baseline, baseline, fingerprint_of
 
 SCHEMA = json.loads((Path(__file__).parent / "fixtures" / "sarif-schema-2.1.0.json").read_text())

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE
-from jobs.resolved import RUN_TYPE, ResolvedRun
-from model.config import build
 from policies.catalogue import BY_ID, RULES
 from policies.engine import Finding, evaluate
+from stack.config import build
+from stack.resolved import RUN_TYPE, ResolvedRun
 from tests.conftest import ROOT, dev_config
 from tests.test_policy_baseline import TODAY, Baseline, baseline
 
@@ -120,7 +120,7 @@ def without_capability(run: str, capability: str, *, known: bool = True) -> Muta
 
 
 def launch_setting(run: str, **fields: Any) -> Mutation:
-    """Change the first launch a run's command starts (its :class:`jobs.topology.Launch` props)."""
+    """Change the first launch a run's command starts (its :class:`analysis.topology.Launch` props)."""
     def mutate(b: Baseline) -> None:
         b.run(run)["launches"][0].update(fields)
 

@@ -1,4 +1,4 @@
-"""What a run meets on its nodes, and what its code does: the image's CUDA against the GPU (infra/cuda.py and
+"""What a run meets on its nodes, and what its code does: the image's CUDA against the GPU (azurefacts/cuda.py and
 its NVIDIA-sourced table), runtime overrides, Batch AI variables, scripts that never join a process group
 (read with ast), and the precision fixes for counts that no GPU sees (echo, Lightning under MPI, TensorFlow
 parameter servers)."""
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from infra import cuda, skus
-from jobs import pyscan
-from jobs.importer import Context, import_files
+from analysis import pyscan
+from azurefacts import cuda, skus
+from importer import Context, import_files
 from jobs.resolve import resolve_run
-from model.config import build
-from model.project import load_stack
 from policies.rules import launch, runs, runtime
+from stack.config import build
+from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_jobs_resolve import resolve_one as _run
 from tests.test_policy_precision import _check

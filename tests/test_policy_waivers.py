@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from amlgpu.cli import main
-from model.errors import ConfigError
-from model.waivers import PlatformWaiver, Waiver
+from kernel.errors import ConfigError
 from policies.packconfig import load
 from policies.summary import markdown
 from policies.waivers import changed, from_records, to_records
+from stack.waivers import PlatformWaiver, Waiver
 from tests.conftest import NS, ROOT, make_project
 from tests.test_policy_baseline import TODAY, Baseline, baseline, fingerprint_of, sarif_fingerprint
 

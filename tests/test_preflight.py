@@ -17,8 +17,8 @@ from azure.identity import EnvironmentCredential
 
 from amlgpu.cli import build_parser, main
 from amlgpu.commands import preflight as command
-from amlgpu.preflight import _allowed, demand
-from model.project import load_stack
+from preflight.deploy import _allowed, demand
+from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.replay_http import NO_HOST, RECORDED, RecordedToken, Replay, bearer_claims, transport
 from tests.replay_http import no_network as refuse_sockets
@@ -406,7 +406,7 @@ def test_every_azure_call_signs_in_as_pulumi_up_does(monkeypatch: pytest.MonkeyP
     """One credential for the build-context upload inside ``pulumi up``, preflight, submit and ``amlgpu job``:
     the provider's ARM_* service principal when it is complete (and AZURE_* names none), else
     DefaultAzureCredential. Building a credential sends nothing."""
-    from infra.arm import default_credential
+    from azurefacts.arm import default_credential
 
     for name in ("ARM_CLIENT_ID", "ARM_CLIENT_SECRET", "ARM_TENANT_ID", "AZURE_CLIENT_ID"):
         monkeypatch.delenv(name, raising=False)

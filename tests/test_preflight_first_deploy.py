@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from amlgpu.mocks import arm_id
-from amlgpu.plan import run_program
-from amlgpu.preflight import REGISTERED_EVERYWHERE, required_providers
-from infra.arm import token_object_id
-from model.config import from_stackfile
-from model.stackfile import read
+from azurefacts.arm import token_object_id
+from planning.engine import run_program
+from planning.mocks import arm_id
+from preflight.deploy import REGISTERED_EVERYWHERE, required_providers
+from stack.config import from_stackfile
+from stack.stackfile import read
 from tests.conftest import NS, ROOT
 from tests.replay_http import RECORDED, RecordedToken, Replay
 from tests.test_first_deploy import STACKS

@@ -18,7 +18,7 @@ HOST = r"""
 import asyncio, json, os, runpy, sys
 import pulumi
 from pulumi.runtime import mocks, settings
-from amlgpu.mocks import AzureMocks
+from planning.mocks import AzureMocks
 
 program = sys.argv[1]
 loop = asyncio.new_event_loop()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from amlgpu.mocks import arm_id
-from amlgpu.plan import Plan, run_program
-from model.stackfile import read
+from planning.engine import Plan, run_program
+from planning.mocks import arm_id
+from stack.stackfile import read
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "provider-schema"

@@ -1,4 +1,4 @@
-"""Region names: the table (``infra/regions.json``) against its recorded sources, and every place a stack
+"""Region names: the table (``azurefacts/regions.json``) against its recorded sources, and every place a stack
 names a region refusing what Azure does not have, with the closest names."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from amlgpu.cli import main
-from infra import availability, regions
+from azurefacts import availability, regions
 from tests.conftest import NS, ROOT, dev_config, make_project
 
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from amlgpu import artifacts
 from amlgpu.cli import main
+from planning import artifacts
 from tests.conftest import make_project
 from tests.test_reliability_corpus import (
     AMLGPU,

@@ -404,7 +404,7 @@ def test_console_script_refuses_malformed_stack_and_writes_nothing(case: Case, t
 
 def test_unquoted_dates_read_as_pulumi_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`expires: 2027-03-31` is a string to Pulumi; it must not crash the plan (it once did)."""
-    from model.stackfile import read
+    from stack.stackfile import read
 
     path = tmp_path / "Pulumi.dates.yaml"
     path.write_text("config:\n  aml-gpu-training:waivers:\n    - expires: 2027-03-31\n")

@@ -4,7 +4,7 @@ model's invariants, or exits 2 naming a key that is in the file; never anything 
 
 Three layers, from cheap to dear:
 
-* the stack model (:func:`model.config.build`) on many generated stacks: valid ones, valid ones with one
+* the stack model (:func:`stack.config.build`) on many generated stacks: valid ones, valid ones with one
   value replaced, removed or added anywhere in the tree, and wild ones broken at every level;
 * the whole ``amlgpu plan`` (program under the mock engine, policy pack, every output file) on a bounded
   number of stacks, about half of them broken on purpose;
@@ -29,12 +29,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from amlgpu.cli import main
-from infra import skus
-from infra.model import INT32_MAX
-from model import NAMESPACE
-from model.config import LOCATION_KEY, StackConfig, build, from_stackfile
-from model.errors import ConfigError
-from model.stackfile import read
+from azurefacts import skus
+from kernel.errors import ConfigError
+from stack import NAMESPACE
+from stack.config import LOCATION_KEY, StackConfig, build, from_stackfile
+from stack.infrastructure import INT32_MAX
+from stack.stackfile import read
 from tests.conftest import ROOT, make_project
 from tests.test_reliability_corpus import snapshot
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from amlgpu.plan import Plan
 from infra.gpu_cluster import IMMUTABLE_PROPERTIES
+from planning.engine import Plan
 from tests.conftest import NS, only
 
 COMPUTE = "azure-native:machinelearningservices:Compute"

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from pulumi.runtime.config import set_all_config
 
-from model.config import from_pulumi_config
-from model.errors import ConfigError
-from model.stackfile import StackFile
+from kernel.errors import ConfigError
+from stack.config import from_pulumi_config
+from stack.stackfile import StackFile
 from tests.conftest import NS, ROOT, make_project
 from tests.test_reliability_corpus import STACK, amlgpu, good_config, names, plan_in_process, snapshot
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from amlgpu.review import cost_markdown
-from infra.prices import HOURS_PER_MONTH, load
+from azurefacts.prices import HOURS_PER_MONTH, load
+from planning.review import cost_markdown
 from policies.cost import UNKNOWN, estimate
 from policies.stack import Stack
 from tests.test_policy_baseline import Baseline, baseline

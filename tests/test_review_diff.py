@@ -1,7 +1,7 @@
 """``amlgpu plan --base``: the plan diff, Pulumi's replacement semantics, protection, runs and the verdict.
 
 The stack variants are planned by the real program (only Azure is mocked), so a replacement comes from
-the ``replaceOnChanges`` the program declares and from the provider facts in ``infra/replacements.json``.
+the ``replaceOnChanges`` the program declares and from the provider facts in ``azurefacts/replacements.json``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from amlgpu.plan import Plan
-from amlgpu.review import diff, diff_markdown, force_new
+from planning.engine import Plan
+from planning.review import diff, diff_markdown, force_new
 from tests.conftest import NS, ROOT
 
 SUBNET_ID = (

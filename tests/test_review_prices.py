@@ -1,4 +1,4 @@
-"""The pricing table (``infra/prices.json``) and ``amlgpu prices refresh`` against recorded API pages.
+"""The pricing table (``azurefacts/prices.json``) and ``amlgpu prices refresh`` against recorded API pages.
 
 No network: the pages of ``tests/fixtures/retail-prices/`` (see its README) are the answers a recorded
 transport (``tests/replay_http.py``) gives the command's real ``requests`` calls, by URL and query, so the
@@ -20,10 +20,10 @@ import pytest
 
 from amlgpu.cli import main
 from amlgpu.commands import prices as command
-from infra import availability, prices
-from infra.model import ImageBuildCompute
-from infra.skus import CATALOGUE, CPU_SIZES
-from model.errors import UserError
+from azurefacts import availability, prices
+from azurefacts.skus import CATALOGUE, CPU_SIZES
+from kernel.errors import UserError
+from stack.infrastructure import ImageBuildCompute
 from tests.conftest import ROOT
 from tests.replay_http import Replay
 
@@ -165,7 +165,7 @@ AVAILABILITY = ROOT / "tests" / "fixtures" / "region-availability" / "products-b
 
 
 def test_the_regions_table_is_derived_from_its_recorded_source() -> None:
-    """``infra/availability.json`` lists, per region, exactly the catalogue series the recorded
+    """``azurefacts/availability.json`` lists, per region, exactly the catalogue series the recorded
     products-by-region rows list there; every series it maps a size to appears in those rows."""
     rows = json.loads(AVAILABILITY.read_text())
     table = availability.load()

@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 import yaml
 
-from amlgpu import schema as stack_schema_module
 from amlgpu.cli import main
-from model.config import from_stackfile
-from model.errors import ConfigError
-from model.stackfile import read
+from kernel.errors import ConfigError
+from stack import jsonschema as stack_schema_module
+from stack.config import from_stackfile
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, dev_config
 from tests.conftest import shipped_stacks as conftest_shipped_stacks
 
@@ -145,7 +145,7 @@ ACCEPTED: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
     ("an existing subnet", _set((f"{NS}:network",), {
         "subnet_id": "/subscriptions/1/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/s",
     })),
-    # The letter case and camel case azure-ai-ml reads (infra/enums.py): the editor takes them as the plan does.
+    # The letter case and camel case azure-ai-ml reads (azurefacts/enums.py): the editor takes them as the plan does.
     ("tier in Azure's portal case", _set((f"{NS}:clusters", 0, "tier"), "Dedicated")),
     ("tier in upper case", _set((f"{NS}:clusters", 0, "tier"), "LOW_PRIORITY")),
     ("a size in lower case", _set((f"{NS}:clusters", 0, "size"), "standard_nd96asr_v4")),

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from amlgpu.terminal import CleanStream, clean
-from infra import bounded
+from kernel import bounded
 from policies.crossguard import policies as crossguard_policies
 from policies.markdown import code, text
 from tests.conftest import NS, ROOT, make_project
@@ -390,7 +390,7 @@ def test_the_approved_finding_stays_waived_by_a_prefix_of_its_fingerprint() -> N
 
 @pytest.mark.parametrize("fingerprint", ["abc", APPROVED.upper(), APPROVED + "0", "g" * 16])
 def test_a_malformed_fingerprint_is_bad_input(fingerprint: str) -> None:
-    from model.waivers import Waiver
+    from stack.waivers import Waiver
 
     with pytest.raises(ValueError, match="fingerprint"):
         Waiver.model_validate({"rule": "compute-scale-to-zero", "resource": "gpu-a100", "expires": "2026-07-31",
@@ -667,7 +667,7 @@ def test_import_of_hostile_files_is_bounded(tmp_path: Path, attack: str, name: s
     ("'{:{w}}'.format(1, w=999999999)", False), ("'lr-%.3f' % 0.001", True), ("'{:>8}'.format('ok')", True),
 ])
 def test_import_follows_formatting_only_within_bounds(tmp_path: Path, template: str, followed: bool) -> None:
-    from jobs.importer.static import evaluate
+    from importer.static import evaluate
 
     module = evaluate(f"x = {template}\n", str(tmp_path / "s.py"))
     assert isinstance(module.names["x"], str) is followed
@@ -743,7 +743,7 @@ def test_a_hostile_pricing_table_is_bad_input(tmp_path: Path, capsys: pytest.Cap
 def test_a_plan_folder_whose_outputs_nest_too_deeply_is_bad_input(tmp_path: Path) -> None:
     """``submit``/``job`` read ``build/<stack>/outputs.json``. Before: a RecursionError."""
     from jobs.workspace import plan_outputs
-    from model.errors import UserError
+    from kernel.errors import UserError
 
     (tmp_path / "outputs.json").write_text(NESTED_JSON)
     with pytest.raises(UserError, match="nested too deeply to be a plan's outputs"):
@@ -754,8 +754,8 @@ def test_a_config_value_pulumi_hands_over_nested_too_deeply_is_a_config_error() 
     """Under ``pulumi up`` the engine hands structured values as JSON text. Before: a RecursionError traceback."""
     from pulumi.runtime.config import set_all_config
 
-    from model.config import from_pulumi_config
-    from model.errors import ConfigError
+    from kernel.errors import ConfigError
+    from stack.config import from_pulumi_config
 
     set_all_config({f"{NS}:jobs": NESTED_JSON}, [])
     try:
@@ -772,7 +772,7 @@ def test_a_copy_pattern_never_lists_what_is_outside_the_build_context(tmp_path: 
     context (``../../../*/*/*`` the machine's), and every match was collected before the bound was applied."""
     import os
 
-    from model import dockerfile
+    from analysis import dockerfile
 
     context = tmp_path / "context"
     context.mkdir()

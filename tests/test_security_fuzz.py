@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from amlgpu.cli import main
-from jobs.resolved import RUN_TYPE, ResolvedRun
-from model.config import from_stackfile
-from model.errors import UserError
-from model.stackfile import read
+from kernel.errors import UserError
 from policies.engine import evaluate
+from stack.config import from_stackfile
+from stack.resolved import RUN_TYPE, ResolvedRun
+from stack.stackfile import read
 from tests.conftest import NS, ROOT, make_project
 from tests.test_reliability_corpus import STACK, STACK_FILE, good_config, snapshot
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from model.stackfile import MAX_BYTES
+from stack.stackfile import MAX_BYTES
 from tests.test_reliability_corpus import AMLGPU
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import bounded
-from jobs import code_scan
+from analysis import code_scan
 from jobs.submit import uploadable
-from model import stackfile
-from model.errors import ConfigError
+from kernel import bounded
+from kernel.errors import ConfigError
+from stack import stackfile
 from tests.conftest import ROOT, make_project
 from tests.test_reliability_corpus import (
     AMLGPU,

@@ -220,7 +220,7 @@ def test_ctrl_c_while_the_base_is_planned_removes_its_worktree(tmp_path: Path, t
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_worktree_cut_short_while_being_added_is_removed_too(tmp_path: Path) -> None:
     """`git worktree add` killed half-way leaves its worktree locked ("initializing"): prune alone keeps it."""
-    from amlgpu.base import _remove_worktree
+    from planning.base import _remove_worktree
 
     project = _repository_with_a_waiting_base(tmp_path)
     scratch = tmp_path / "scratch"

@@ -1,8 +1,8 @@
 """Linear-time matching (docs/security.md): every pattern applied to input a user controls runs on RE2
-(:mod:`infra.regex`), whose time is linear in its input, and says what Python's ``re`` said.
+(:mod:`kernel.regex`), whose time is linear in its input, and says what Python's ``re`` said.
 
-What RE2 reads differently from ``re`` is covered here: Python's Unicode classes (:data:`infra.regex.WORD`,
-``DIGIT``, ``SPACE``) on every character, shell patterns (:func:`infra.regex.glob`) against ``fnmatch``, and
+What RE2 reads differently from ``re`` is covered here: Python's Unicode classes (:data:`kernel.regex.WORD`,
+``DIGIT``, ``SPACE``) on every character, shell patterns (:func:`kernel.regex.glob`) against ``fnmatch``, and
 text holding lone surrogates, which RE2's binding could not encode (a stack file with ``"\\uD800"`` in a
 command ended in a traceback).
 """
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra import regex as linear
+from kernel import regex as linear
 
 
 def _assigned() -> str:
@@ -118,7 +118,7 @@ def test_a_stack_command_with_a_lone_surrogate_is_bad_input_not_a_traceback(tmp_
 
 
 def _removed_as_bash(value: str, pattern: str, op: str) -> str:
-    """``${A#p}``... read one candidate at a time with ``fnmatch`` (what model/shell.py did before RE2)."""
+    """``${A#p}``... read one candidate at a time with ``fnmatch`` (what analysis/shell.py did before RE2)."""
     n = len(value)
     if op in ("#", "##"):
         for end in range(0, n + 1) if op == "#" else range(n, -1, -1):
@@ -158,7 +158,7 @@ def _substituted_as_bash(value: str, pattern: str, replacement: str, op: str) ->
 def test_pattern_removal_and_replacement_take_what_bash_takes(value: str, pattern: str, op: str) -> None:
     """One RE2 call per expansion (leftmost-longest, shortest-first or on the reversed text) takes the prefix,
     suffix or matches that trying every candidate took (1,025 fnmatch calls for a value of 1,024 characters)."""
-    from model.shell import _remove, _substitute
+    from analysis.shell import _remove, _substitute
 
     if op.startswith("/"):
         assert _substitute(value, pattern, "R", op) == (_substituted_as_bash(value, pattern, "R", op) if pattern

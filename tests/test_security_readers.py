@@ -5,8 +5,8 @@ code, not ours to judge input with) are read with :mod:`ast`, never imported, an
 against a pattern or parses a file is listed:
 
 * Python's ``re`` (and ``fnmatch``, ``glob``, which compile to it) backtracks: a pattern applied to input a
-  user controls runs on RE2 (:mod:`infra.regex`) instead;
-* YAML, JSON and Python are parsed through :mod:`infra.bounded` (size, nesting, expansion): ``yaml.*load``,
+  user controls runs on RE2 (:mod:`kernel.regex`) instead;
+* YAML, JSON and Python are parsed through :mod:`kernel.bounded` (size, nesting, expansion): ``yaml.*load``,
   ruamel's ``YAML``, ``json.load(s)``, ``ast.parse`` and ``tomllib`` elsewhere are refused.
 
 Each exception is an entry of :data:`ALLOWED` with its reason: text of our own, or a reader that is bounded
@@ -37,51 +37,51 @@ WATCHED_CALLS = frozenset({
     "json.load", "json.loads", "ast.parse", "tomllib.load", "tomllib.loads",
 })
 """Calls that read a file format (or expand a pattern over a directory tree) besides those of the pattern modules."""
-BOUNDED_READER = "infra/bounded.py"
+BOUNDED_READER = "kernel/bounded.py"
 """The one module that may parse YAML, JSON and Python: the limits live there."""
 
 ALLOWED: dict[tuple[str, str, str], str] = {
     # --- patterns over our own text
     ("amlgpu/cli.py", "re.compile", "_ROLE"): "reStructuredText roles of our docstrings, shown by --help",
-    ("amlgpu/schema.py", "re.escape", "any_case"): "our enum values, written into the editor schema",
+    ("stack/jsonschema.py", "re.escape", "any_case"): "our enum values, written into the editor schema",
     ("amlgpu/commands/init.py", "re.sub", "_cluster_name"): "GPU model names of our size catalogue",
     ("policies/rule.py", "re.compile", "RULE_ID"): "our rule ids",
     ("policies/docs.py", "re.compile", "_HAND_WRITTEN"): "our own docs page (a back-reference RE2 cannot run)",
     # --- patterns on user input that are linear on re, where RE2 cannot run them or is several times slower
     ("amlgpu/terminal.py", "re.compile", "_CONTROL"):
         "one character class (a step per character) on every printed write: RE2 1.8 us a line, re 0.4 us",
-    ("infra/naming.py", "re.compile", "CLUSTER"):
+    ("azurefacts/naming.py", "re.compile", "CLUSTER"):
         "a look-ahead RE2 cannot run (the editor schema's pattern too); read once from the start, linear",
-    ("infra/secrets.py", "re.compile", "_WORD"):
+    ("kernel/secrets.py", "re.compile", "_WORD"):
         "shell words: each alternative starts with its own character, linear; a match per word (RE2: ~10 us each)",
-    ("model/shell.py", "re.compile", "_PLACEHOLDER"):
+    ("analysis/shell.py", "re.compile", "_PLACEHOLDER"):
         "bytes before the parse: a bounded run that cannot hold the next match's start; RE2 11x slower a match",
-    ("model/shell.py", "re.compile", "_EXPANSION_EDGE"):
+    ("analysis/shell.py", "re.compile", "_EXPANSION_EDGE"):
         "bytes before the parse: a fixed-width alternation, a step per byte; RE2 8x slower a match",
     # --- shell patterns (fnmatch compiles to re with atomic groups: time linear in the name and the pattern)
-    ("amlgpu/preflight.py", "fnmatch.fnmatchcase", "_allowed.matches"):
+    ("preflight/deploy.py", "fnmatch.fnmatchcase", "_allowed.matches"):
         "Azure's role-definition actions against the few action names the deployment needs",
     ("policies/rules/hardening.py", "fnmatch.fnmatchcase", "stack_provider_settings_allowed"):
         "the platform's pack-config patterns against a stack's provider keys",
-    ("model/dockerfile.py", "glob.iglob", "_copy_from_context"):
+    ("analysis/dockerfile.py", "glob.iglob", "_copy_from_context"):
         "one COPY source pattern, component by component, against a build context's entry names",
     # --- readers bounded by other means, or of our own files
     ("amlgpu/cli.py", "tomllib.loads", "version"): "our pyproject.toml",
-    ("amlgpu/review.py", "json.loads", "force_new"): "our table of the provider's replace-on-change inputs",
-    ("amlgpu/schema.py", "ast.parse", "attribute_docstrings"): "the source of our own model classes",
-    ("infra/arm.py", "json.loads", "ArmReader._send"): "Azure Resource Manager's answers (over TLS)",
-    ("infra/arm.py", "json.loads", "public_ip"): "the address service's answer (over TLS)",
-    ("infra/arm.py", "json.loads", "instance_metadata"): "the Azure VM's own metadata service",
-    ("infra/arm.py", "json.loads", "token_object_id"): "the caller's own access token",
+    ("planning/review.py", "json.loads", "force_new"): "our table of the provider's replace-on-change inputs",
+    ("stack/jsonschema.py", "ast.parse", "attribute_docstrings"): "the source of our own model classes",
+    ("azurefacts/arm.py", "json.loads", "ArmReader._send"): "Azure Resource Manager's answers (over TLS)",
+    ("azurefacts/arm.py", "json.loads", "public_ip"): "the address service's answer (over TLS)",
+    ("azurefacts/arm.py", "json.loads", "instance_metadata"): "the Azure VM's own metadata service",
+    ("azurefacts/arm.py", "json.loads", "token_object_id"): "the caller's own access token",
     ("jobs/emulate/mpi_rank.py", "json.loads", "main"): "the GPU list run-local's parent puts in our variable",
     ("jobs/emulate/mpi.py", "json.loads", "read_rank_results"): "the reports our rank helper writes",
     ("jobs/workspace.py", "json.loads", "pulumi_outputs"): "the Pulumi CLI's output",
-    ("model/config.py", "json.loads", "from_pulumi_config"):
+    ("stack/config.py", "json.loads", "from_pulumi_config"):
         "values the Pulumi engine hands over from the stack file; nesting is a config error",
-    ("jobs/importer/cliv2.py", "ruamel.yaml.YAML", "load_yaml"): "reads a job file after bounded.check",
-    ("jobs/importer/emit.py", "ruamel.yaml.YAML", "_yaml"):
+    ("importer/cliv2.py", "ruamel.yaml.YAML", "load_yaml"): "reads a job file after bounded.check",
+    ("importer/emit.py", "ruamel.yaml.YAML", "_yaml"):
         "writes; reads only the stack file, after bounded.check (append_to_stack)",
-    ("jobs/importer/emit.py", "ruamel.yaml.util.load_yaml_guess_indent", "append_to_stack"):
+    ("importer/emit.py", "ruamel.yaml.util.load_yaml_guess_indent", "append_to_stack"):
         "the stack file, after bounded.check",
 }
 """(file, call, where: the function, or the name a module-level statement assigns) -> why it may stay."""
@@ -197,7 +197,7 @@ def sources() -> Iterator[tuple[str, str]]:
 
 def test_patterns_and_readers_of_user_input_are_bounded() -> None:
     found = [v for file, source in sources() for v in violations(file, source, ALLOWED)]
-    assert not found, ("a backtracking pattern or an unbounded reader: use infra.regex (RE2) or infra.bounded, or "
+    assert not found, ("a backtracking pattern or an unbounded reader: use kernel.regex (RE2) or kernel.bounded, or "
                        "add an entry to ALLOWED saying why this one may stay:\n" + "\n".join(found))
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import secrets
+from kernel import secrets
 from tests.conftest import NS, make_project
 from tests.test_reliability_corpus import STACK, amlgpu, good_config, snapshot
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from model.config import from_stackfile
-from model.stackfile import read
+from stack.config import from_stackfile
+from stack.stackfile import read
 from tests.conftest import ROOT, SHIPPED_STACK_FILES, shipped_stacks
 from tests.test_docs_commands import SHELLS, blocks
 

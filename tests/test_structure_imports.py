@@ -56,4 +56,4 @@ def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert result.returncode != 0
-    assert "model.errors -> amlgpu.cli" in result.stdout
+    assert "kernel.errors -> amlgpu.cli" in result.stdout

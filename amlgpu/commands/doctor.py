@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from model.errors import EXIT_OK, EXIT_POLICY
+from kernel.errors import EXIT_OK, EXIT_POLICY
 
 Status = Literal["OK", "WARN", "MISSING"]
 
@@ -94,8 +94,8 @@ def check_packages() -> Check:
 
 
 def check_project(cwd: Path) -> Check:
-    from model.errors import UserError
-    from model.project import find_root, stack_names
+    from kernel.errors import UserError
+    from stack.project import find_root, stack_names
 
     try:
         root = find_root(cwd)
@@ -249,7 +249,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     checks = run_checks(os.environ, Path.cwd())
     if args.format == "json":
-        from amlgpu.artifacts import canonical_json
+        from planning.artifacts import canonical_json
 
         print(canonical_json({"checks": [asdict(c) for c in checks], "ready": ready(checks)}), end="")
     else:

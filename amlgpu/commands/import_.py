@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infra import secrets
-from model import stackfile
-from model.errors import EXIT_OK, EXIT_POLICY, UserError
+from kernel import secrets
+from kernel.errors import EXIT_OK, EXIT_POLICY, UserError
+from stack import stackfile
 
 
 def register(sub: Any) -> None:
@@ -57,10 +57,10 @@ def _remember_secrets(paths: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobs.importer import Context, import_files
-    from jobs.importer.emit import append_to_stack, render, write_atomically
-    from model.config import from_stackfile
-    from model.project import find_root, load_stack
+    from importer import Context, import_files
+    from importer.emit import append_to_stack, render, write_atomically
+    from stack.config import from_stackfile
+    from stack.project import find_root, load_stack
 
     if args.write and not args.stack:
         raise UserError("--write appends to a stack file: name it with --stack", key="--write")
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     assert stack is not None
     text = append_to_stack(stack.file.path, drafts)
-    from amlgpu.interrupts import cleanup_on_interrupt, terminate_as_interrupt
+    from kernel.interrupts import cleanup_on_interrupt, terminate_as_interrupt
 
     # Ctrl-C or SIGTERM while the new file is checked removes the temporary copy (write_atomically's except).
     with cleanup_on_interrupt(), terminate_as_interrupt():

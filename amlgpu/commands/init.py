@@ -24,8 +24,8 @@ import re
 import sys
 from typing import Any
 
-from infra import regex as linear
-from model.errors import EXIT_OK, UserError
+from kernel import regex as linear
+from kernel.errors import EXIT_OK, UserError
 
 DEFAULT_SKU = "Standard_ND96asr_v4"
 DEFAULT_REGION = "westeurope"
@@ -164,11 +164,11 @@ config:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra import regions, skus
-    from infra.model import Network
-    from model.config import from_stackfile
-    from model.project import find_root
-    from model.stackfile import read
+    from azurefacts import regions, skus
+    from stack.config import from_stackfile
+    from stack.infrastructure import Network
+    from stack.project import find_root
+    from stack.stackfile import read
 
     if not _STACK_NAME.match(args.stack):
         raise UserError(f"stack name {args.stack!r} is invalid: 1-29 letters, digits, '_', '.' or '-'",

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from model.project import load_stack
+from stack.project import load_stack
 
 
 def register(sub: Any) -> None:

@@ -8,17 +8,17 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 * ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR;
 * ``waivers.json``: the waivers that applied (the stack file's and the platform's), so a later plan
   against this one as its base can put the waivers a change adds or changes at the top of its verdict.
-* ``cost.json``: what each cluster and run can cost at list price (``infra/prices.json``, or ``--prices``);
+* ``cost.json``: what each cluster and run can cost at list price (``azurefacts/prices.json``, or ``--prices``);
 * ``diff.json`` (with ``--base``): what changes against a base plan folder or git ref, what gets replaced,
-  and a one-line verdict; ``policy.md`` then opens with it (see :mod:`amlgpu.review`).
+  and a one-line verdict; ``policy.md`` then opens with it (see :mod:`planning.review`).
 
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
 (nothing written).
 
 Several stacks in one process: ``--stack`` repeated or ``--all`` (every ``Pulumi.<stack>.yaml``), and
-of those, with ``--changed-since GIT_REF``, only the ones whose inputs changed (:mod:`amlgpu.changes`).
+of those, with ``--changed-since GIT_REF``, only the ones whose inputs changed (:mod:`planning.changes`).
 The libraries are loaded once; each stack is planned on its own (the engine's settings, stack config and
-registrations start afresh for each, see :func:`amlgpu.plan.run_program`) into ``<out>/<stack>/``
+registrations start afresh for each, see :func:`planning.engine.run_program`) into ``<out>/<stack>/``
 (``--out`` is then the folder holding one per stack; default ``build/<stack>/``), and ``--base DIR``
 reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still planned. The exit
 code is the worst stack's (2 over 1 over 0); a summary table ends the output.
@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from amlgpu.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
-from amlgpu.outcome import StackOutcome, worst
-from model.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
-from model.project import LoadedStack, find_root, load_stack, stack_names
+from kernel.errors import EXIT_OK, EXIT_POLICY, ConfigError, UserError
+from planning.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, write_text
+from planning.outcome import StackOutcome, worst
+from stack.project import LoadedStack, find_root, load_stack, stack_names
 
 if TYPE_CHECKING:
-    from amlgpu.changes import Selection
+    from planning.changes import Selection
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
@@ -80,7 +80,7 @@ def register(sub: Any) -> None:
                         "several stacks, DIR holds a plan folder per stack (DIR/<stack>/; a stack it lacks is "
                         "planned without a diff)")
     parser.add_argument("--prices", type=Path, metavar="FILE",
-                        help="pricing table overriding infra/prices.json figure by figure (e.g. negotiated rates)")
+                        help="pricing table overriding azurefacts/prices.json figure by figure (e.g. negotiated rates)")
     parser.set_defaults(func=run)
 
 
@@ -164,7 +164,7 @@ def _base(settings: Settings, stack: LoadedStack) -> Any:
     ``<stack>/`` (None when it holds no plan of the stack: a new stack, or one the base could not plan)."""
     if not settings.base:
         return None
-    from amlgpu.base import load_base, read_plan_folder
+    from planning.base import load_base, read_plan_folder
 
     if settings.several and Path(settings.base).is_dir():
         folder = Path(settings.base) / stack.name
@@ -182,7 +182,7 @@ def _show(result: PlanResult, out: Path, settings: Settings) -> None:
     what failed on stderr; a single stack's document too."""
     stack = result.stack
     if settings.format == "text":
-        from amlgpu.preflight import render_offline
+        from preflight.deploy import render_offline
 
         print(result.render_text(out))
         print("\n".join(render_offline(stack.config)))
@@ -191,10 +191,10 @@ def _show(result: PlanResult, out: Path, settings: Settings) -> None:
         if settings.format == "json":
             print(canonical_json(result.summary(out)), end="")
         else:
-            from amlgpu.comment import pr_comment
+            from planning.comment import pr_comment
 
             print(pr_comment([_outcome(result, out, settings)]), end="")
-    from amlgpu.render import findings_text, stale_waivers_text
+    from planning.render import findings_text, stale_waivers_text
 
     # stdout is the document; the terminal still shows what failed.
     for line in findings_text(result.report, stack.file.display, stack.file.line_of):
@@ -204,7 +204,7 @@ def _show(result: PlanResult, out: Path, settings: Settings) -> None:
 
 
 def _outcome(result: PlanResult, out: Path, settings: Settings) -> StackOutcome:
-    from infra import secrets
+    from kernel import secrets
 
     report, cost = result.report, result.cost
     return StackOutcome(
@@ -225,7 +225,7 @@ def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings
     if not candidates:
         raise UserError(f"no stack file (Pulumi.<stack>.yaml) in {root}", key="--all")
     if settings.base and not Path(settings.base).is_dir():
-        from amlgpu.base import resolve_ref
+        from planning.base import resolve_ref
 
         resolve_ref(root, settings.base)  # a --base that is neither a folder nor a ref: refused once, up front
     since: str | None = None
@@ -254,11 +254,11 @@ def _plan_several(args: argparse.Namespace, names: list[str], settings: Settings
                                          "deleted": deleted}
         print(canonical_json(document), end="")
     elif settings.format == "markdown":
-        from amlgpu.comment import pr_comment
+        from planning.comment import pr_comment
 
         print(pr_comment(outcomes, deleted=deleted, unchanged=unchanged, since=since), end="")
     else:
-        from amlgpu.render import summary_table
+        from planning.render import summary_table
 
         print(("\n" if outcomes else "") + summary_table(outcomes, deleted=deleted, unchanged=unchanged, since=since))
     return worst(o.exit_code for o in outcomes)
@@ -268,9 +268,9 @@ def _plan_in_turn(name: str, out: Path | None, settings: Settings, *, first: boo
     """One of several stacks: planned and reported, or, on bad input, refused and reported.
 
     It starts with no secret remembered, as in a process of its own: another stack's secrets neither mask
-    its artifacts nor count towards its limit (:data:`infra.secrets.MAX_REMEMBERED`). What is kept for the
+    its artifacts nor count towards its limit (:data:`kernel.secrets.MAX_REMEMBERED`). What is kept for the
     end (the error, ``policy.md``, the JSON summary) is masked now, while its own secrets are known."""
-    from infra import secrets
+    from kernel import secrets
 
     secrets.forget_all()
     try:
@@ -300,7 +300,7 @@ def _collect(*, first: bool) -> None:
 def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *, everything: bool) -> Selection:
     """The candidates whose inputs changed since ``--changed-since`` and the stacks deleted since (when the
     candidates are every stack); why each is planned on stderr."""
-    from amlgpu.changes import select
+    from planning.changes import select
 
     given = [p for p in (args.policy_config, args.prices) if p is not None]
     selection = select(root, args.changed_since, candidates, every_stack=everything, read_by_every_plan=given)
@@ -319,7 +319,7 @@ def _changed(root: Path, args: argparse.Namespace, candidates: list[str], *, eve
 
 
 def load_checked(name: str, policy_config: Path | None = None) -> LoadedStack:
-    """:func:`~model.project.load_stack`; when the stack file has mistakes, its waivers' own mistakes are added
+    """:func:`~stack.project.load_stack`; when the stack file has mistakes, its waivers' own mistakes are added
     (an unknown rule, what the pack config's governance refuses), which the policy engine would otherwise
     report only once the rest is fixed: one run says everything it can, each at its line."""
     try:
@@ -337,12 +337,12 @@ def _waiver_problems(name: str, policy_config: Path | None) -> list[Any]:
 
     from pydantic import ValidationError
 
-    from model import NAMESPACE, stackfile
-    from model.waivers import Waiver
     from policies.catalogue import BY_ID, RULES
     from policies.packconfig import for_stack
     from policies.waivers import governance_problems, reference_problems
     from policies.waivers import settings as waiver_settings
+    from stack import NAMESPACE, stackfile
+    from stack.waivers import Waiver
 
     root = find_root()
     try:
@@ -384,10 +384,10 @@ class PlanResult:
 
     def review(self, prices: Any, base: Any = None) -> None:
         """Work out the cost (and, against ``base``, the diff and the change in cost) for the artifacts."""
-        from amlgpu.review import cost_change, diff
-        from jobs.resolved import RUN_TYPE, ResolvedRun
+        from planning.review import cost_change, diff
         from policies.cost import estimate
         from policies.stack import Stack
+        from stack.resolved import RUN_TYPE, ResolvedRun
 
         self.cost = estimate(Stack(self.resources, self.runs), prices)
         if base is not None:
@@ -420,7 +420,7 @@ class PlanResult:
 
     def policy_markdown(self) -> str:
         """``policy.md``: the diff against the base (with ``--base``), the policy verdict, the cost."""
-        from amlgpu.review import cost_markdown, diff_markdown
+        from planning.review import cost_markdown, diff_markdown
         from policies.summary import markdown
 
         top = diff_markdown(self.diff) + "\n" if self.diff is not None else ""
@@ -429,21 +429,21 @@ class PlanResult:
 
     def preflight(self) -> dict[str, Any]:
         """The preflight's offline half (``amlgpu preflight``): vCPU demand per family, permissions needed."""
-        from amlgpu.preflight import offline
+        from preflight.deploy import offline
 
         subscription = self.stack.file.config.get("azure-native:subscriptionId")
         return offline(self.stack.config, self.stack.name, subscription if isinstance(subscription, str) else None)
 
     def outside_links(self) -> dict[str, tuple[str, ...]]:
         """Each runs' code folder holding symbolic links that lead outside it, with those links."""
-        from jobs.code_scan import outside_links
+        from analysis.code_scan import outside_links
 
         folders = sorted({run.spec["code"] for run in self.runs if run.spec.get("code") is not None})
         found = {folder: outside_links(self.stack.root / folder) for folder in folders}
         return {folder: links for folder, links in found.items() if links}
 
     def summary(self, out: Path) -> dict[str, Any]:
-        from amlgpu.render import azure_resource_count
+        from planning.render import azure_resource_count
 
         return {
             "stack": self.stack.name,
@@ -462,7 +462,7 @@ class PlanResult:
         }
 
     def render_text(self, out: Path) -> str:
-        from amlgpu.render import stack_report
+        from planning.render import stack_report
 
         return stack_report(self, _display_path(out))
 
@@ -476,7 +476,7 @@ def _display_path(path: Path) -> str:
 
 def _prices(path: Path | None) -> Any:
     """The shipped pricing table, overridden figure by figure by the ``--prices`` file when one is given."""
-    from infra.prices import DEFAULT_TABLE, PriceTableError, load
+    from azurefacts.prices import DEFAULT_TABLE, PriceTableError, load
 
     shipped = load(DEFAULT_TABLE)
     if path is None:
@@ -495,14 +495,14 @@ def plan_stack(
     stack: LoadedStack, out: Path, *, pack_config: dict[str, Any] | None = None, prices: Any = None
 ) -> PlanResult:
     """Run the program under mocks, resolve the runs, render their job files and evaluate the policies."""
-    from amlgpu.plan import run_program
-    from infra.secrets import mask_data
     from jobs.pipeline_render import composite_yaml
     from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE, ResolvedComposite
     from jobs.render import job_yaml
-    from jobs.resolved import RUN_TYPE, ResolvedRun
-    from model import NAMESPACE
+    from kernel.secrets import mask_data
+    from planning.engine import run_program
     from policies.engine import evaluate
+    from stack import NAMESPACE
+    from stack.resolved import RUN_TYPE, ResolvedRun
 
     plan = run_program(stack.name, stack.file, stack.root)
     runs = sorted((ResolvedRun.from_props(r.inputs) for r in plan.by_type(RUN_TYPE)), key=lambda r: r.name)

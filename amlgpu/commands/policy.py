@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from model.errors import EXIT_OK, EXIT_POLICY, UserError
+from kernel.errors import EXIT_OK, EXIT_POLICY, UserError
 
 
 def register(sub: Any) -> None:

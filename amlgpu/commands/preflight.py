@@ -26,8 +26,8 @@ import json
 import os
 from typing import Any
 
-from model.errors import EXIT_OK, EXIT_POLICY
-from model.project import LoadedStack, load_stack
+from kernel.errors import EXIT_OK, EXIT_POLICY
+from stack.project import LoadedStack, load_stack
 
 SUBSCRIPTION_KEY = "azure-native:subscriptionId"
 SUBSCRIPTION_VARIABLES = ("AZURE_SUBSCRIPTION_ID", "ARM_SUBSCRIPTION_ID")
@@ -62,7 +62,7 @@ def subscription_of(stack: LoadedStack, given: str | None, environ: dict[str, st
 
 def run(args: argparse.Namespace, *, credential: Any = None, transport: Any = None) -> int:
     """The command; tests hand in a ``credential`` and a replaying ``transport``, users get the defaults."""
-    from amlgpu import preflight
+    from preflight import deploy as preflight
 
     stack = load_stack(args.stack)
     subscription = subscription_of(stack, args.subscription)
@@ -96,14 +96,14 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
           transport: Any) -> tuple[list[Any], str | None]:
     from azure.core.exceptions import ClientAuthenticationError
 
-    from amlgpu import preflight
-    from infra.arm import SCOPE, ArmError, ArmReader, instance_metadata, public_ip, token_object_id
+    from azurefacts.arm import SCOPE, ArmError, ArmReader, instance_metadata, public_ip, token_object_id
+    from preflight import deploy as preflight
 
     if not subscription:
         reason = f"no subscription: set {SUBSCRIPTION_KEY}, AZURE_SUBSCRIPTION_ID or --subscription"
         return preflight.unknown_rows(reason, "give the subscription and re-run"), reason
     if credential is None:  # looked up only now: --offline never gets here
-        from infra.arm import default_credential
+        from azurefacts.arm import default_credential
 
         credential = default_credential()
     try:

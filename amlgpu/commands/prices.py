@@ -1,6 +1,6 @@
 """``amlgpu prices``: the pricing table behind ``cost.json`` and the budget rules.
 
-``amlgpu prices refresh [--region R ...]`` rewrites ``infra/prices.json`` (or ``--out FILE``) from Azure's
+``amlgpu prices refresh [--region R ...]`` rewrites ``azurefacts/prices.json`` (or ``--out FILE``) from Azure's
 public Retail Prices API (no credentials): for each region, every Linux per-hour price of the GPU size
 catalogue and of the image-build size, pay-as-you-go, low-priority and spot, following the API's
 ``NextPageLink`` paging. Regions refreshed are replaced whole; the other regions of the table stay as
@@ -22,11 +22,12 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from amlgpu.artifacts import write_text
-from infra import bounded, prices
-from infra.model import ImageBuildCompute
-from infra.skus import CATALOGUE
-from model.errors import EXIT_OK, UserError
+from azurefacts import prices
+from azurefacts.skus import CATALOGUE
+from kernel import bounded
+from kernel.errors import EXIT_OK, UserError
+from planning.artifacts import write_text
+from stack.infrastructure import ImageBuildCompute
 
 MAX_PAGES = 200
 """A region's VM prices fill a few pages of 1000 items; more than this means the API misbehaves."""

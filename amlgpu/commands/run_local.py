@@ -34,15 +34,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra import secrets
-from model import NAMESPACE
-from model.errors import UserError
-from model.project import LoadedStack, load_stack
-from model.runs import Run
+from kernel import secrets
+from kernel.errors import UserError
+from stack import NAMESPACE
+from stack.project import LoadedStack, load_stack
+from stack.runs import Run
 
 if TYPE_CHECKING:
     from jobs.emulate.prepare import Prepared
-    from jobs.resolved import ResolvedRun
+    from stack.resolved import ResolvedRun
 
 
 def register(sub: Any) -> None:
@@ -136,7 +136,7 @@ def _preparing(workdir: Path, stack: LoadedStack, index: int) -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from amlgpu.interrupts import cleanup_on_interrupt
+    from kernel.interrupts import cleanup_on_interrupt
 
     # A Ctrl-C while the snapshot is copied removes the work folder; while processes run, the launcher
     # stops them all (SIGTERM, then SIGKILL after the grace period).

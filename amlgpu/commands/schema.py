@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from model.errors import EXIT_OK, EXIT_POLICY, UserError
+from kernel.errors import EXIT_OK, EXIT_POLICY, UserError
 
 
 def register(sub: Any) -> None:
@@ -37,17 +37,17 @@ def register(sub: Any) -> None:
 def generated_files() -> dict[str, str]:
     """Each committed file (path relative to the project root) and the text it must have: the schema
     first, then the reference."""
-    from amlgpu.artifacts import canonical_json
     from amlgpu.config_docs import DOCS_PATH, reference_markdown
-    from amlgpu.schema import SCHEMA_PATH, stack_schema
+    from planning.artifacts import canonical_json
+    from stack.jsonschema import SCHEMA_PATH, stack_schema
 
     return {SCHEMA_PATH: canonical_json(stack_schema()), DOCS_PATH: reference_markdown()}
 
 
 def run(args: argparse.Namespace) -> int:
     # The stack model is imported only when the command runs, so `amlgpu --help` stays fast.
-    from amlgpu.artifacts import write_text
-    from model.project import find_root
+    from planning.artifacts import write_text
+    from stack.project import find_root
 
     files = generated_files()
     if not (args.write or args.check):

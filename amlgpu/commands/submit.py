@@ -28,8 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from model.errors import EXIT_POLICY
-from model.project import LoadedStack, load_stack
+from kernel.errors import EXIT_POLICY
+from stack.project import LoadedStack, load_stack
 
 
 def register(sub: Any) -> None:
@@ -55,7 +55,7 @@ def gate(stack: LoadedStack, job: str, plan_dir: Path, policy_config: Path | Non
     from dataclasses import replace
 
     from amlgpu.commands.plan import plan_stack
-    from amlgpu.render import findings_text
+    from planning.render import findings_text
     from policies.packconfig import for_stack
     from policies.stack import Owner
 
@@ -93,8 +93,8 @@ def run(args: argparse.Namespace, *, credential: Any = None, **client_options: A
     job = submit.job_file(submission, root=stack.root, plan_dir=plan_dir)
     if args.dry_run:
         return submit.dry_run(submission, job, root=stack.root)
-    from amlgpu.interrupts import cleanup_on_interrupt
     from jobs import remote
+    from kernel.interrupts import cleanup_on_interrupt
 
     with cleanup_on_interrupt():  # a Ctrl-C during the upload still removes the copy of the code folder
         client = remote.ml_client(submission.workspace, credential=credential, **client_options)

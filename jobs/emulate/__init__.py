@@ -1,7 +1,7 @@
 """Local emulation of distributed runs: a declared run on one machine, with Azure ML's launch contract.
 
-* :mod:`jobs.emulate.contract`: what each process sees, per distribution type (pure functions);
-* :mod:`jobs.emulate.topology`, :mod:`jobs.emulate.commandline`, :mod:`jobs.emulate.snapshot`,
+* :mod:`analysis.contract`: what each process sees, per distribution type (pure functions);
+* :mod:`jobs.emulate.scale`, :mod:`jobs.emulate.commandline`, :mod:`jobs.emulate.snapshot`,
   :mod:`jobs.emulate.devices`: the local topology, the command, the code snapshot, the GPUs;
 * :mod:`jobs.emulate.prepare`: a resolved run -> a :class:`~jobs.emulate.launcher.LaunchPlan`;
 * :mod:`jobs.emulate.launcher`: the backend interface (``Launcher.launch(plan) -> RunResult``);

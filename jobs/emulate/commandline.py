@@ -4,7 +4,7 @@ A per-node launcher (torchrun, ``python -m torch.distributed.launch``, ``acceler
 ``deepspeed`` CLI, Lightning) is started once per node and starts its own workers, so scaling the
 run down locally means rewriting its process-count flags. Which launcher a command uses is decided
 once, by :func:`jobs.launchers.infer_launcher`; this module finds that launcher among the simple commands
-:mod:`model.shell` reads in the text (a ``bash -c`` body included) and edits the words of its flags where
+:mod:`analysis.shell` reads in the text (a ``bash -c`` body included) and edits the words of its flags where
 they are written, leaving every other character of the command as written. For the launchers that take a
 training script, only their own options (up to the script or ``-m module``) are edited; Lightning's flags
 belong to the script, so the script's arguments are searched.
@@ -21,9 +21,9 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobs import launchers, topology
-from model import shell
-from model.runs import PLACEHOLDER
+from analysis import shell, topology
+from jobs import launchers
+from stack.runs import PLACEHOLDER
 
 _PROCS_FLAGS: dict[str, tuple[str, ...]] = {
     launchers.TORCHRUN: ("--nproc_per_node", "--nproc-per-node"),

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra import regex as linear
 from jobs.emulate.errors import EmulationError
 from jobs.emulate.prepare import Prepared, Request, prepare
 from jobs.pipelines import ResolvedComposite
-from jobs.resolved import ResolvedRun
-from model.pipelines import SEARCH_SPACE, binding
+from kernel import regex as linear
+from stack.pipelines import SEARCH_SPACE, binding
+from stack.resolved import ResolvedRun
 
 
 @dataclass(frozen=True)

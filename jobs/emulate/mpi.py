@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from jobs.emulate.contract import EMULATOR_PREFIX
+from analysis.contract import EMULATOR_PREFIX
 from jobs.emulate.launcher import GRACE_S, ProcessResult, RankFanout, State
 
 INSTALL_HINT = (

@@ -3,7 +3,7 @@
 Usage (built by :func:`jobs.emulate.mpi.mpirun_argv`): ``python -m jobs.emulate.mpi_rank SHELL -c COMMAND``.
 
 Sets the node-local view of Open MPI's variables for the emulated node this rank belongs to (see
-:func:`jobs.emulate.contract.mpi_rank_env`) and the node's GPUs, puts the stand-in interpreter's folder
+:func:`analysis.contract.mpi_rank_env`) and the node's GPUs, puts the stand-in interpreter's folder
 first on PATH again (mpirun puts its own prefix there), runs the command, and records the
 exit status in ``<status dir>/<rank>.json``. Each line the command prints (stdout and stderr) is
 written back whole, marked with the rank (:data:`jobs.emulate.mpi.RANK_MARK`). Signals from mpirun
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from jobs.emulate.contract import EMULATOR_PREFIX, mpi_rank_env
+from analysis.contract import EMULATOR_PREFIX, mpi_rank_env
 from jobs.emulate.launcher import exit_status
 from jobs.emulate.mpi import GPUS_VAR, NODES_VAR, PROCS_PER_NODE_VAR, RANK_MARK, STATUS_DIR_VAR
 

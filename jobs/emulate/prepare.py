@@ -1,12 +1,12 @@
 """From a resolved run to a :class:`~jobs.emulate.launcher.LaunchPlan`: what Azure ML would do on
 the cluster, done on this machine.
 
-1. the topology: as resolved, scaled down by the user (:mod:`jobs.emulate.topology`);
+1. the topology: as resolved, scaled down by the user (:mod:`jobs.emulate.scale`);
 2. the snapshot: a fresh copy of the code folder, the processes' working folder;
 3. the command: ``${{inputs.*}}`` as local values or paths, ``${{outputs.*}}`` as folders under the
    work folder, a per-node launcher's process counts rewritten to the local topology;
 4. one process spec per process Azure ML would start, each with its launch contract
-   (:mod:`jobs.emulate.contract`) and its node's GPUs (:mod:`jobs.emulate.devices`).
+   (:mod:`analysis.contract`) and its node's GPUs (:mod:`jobs.emulate.devices`).
 
 The local Python environment stands in for the run's ``environment``: its interpreter's folder is
 put first on PATH, so ``python`` and ``torchrun`` in the command are the ones ``amlgpu`` runs with.
@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis import contract
 from jobs import launchers
-from jobs.emulate import commandline, contract, devices, mpi
+from jobs.emulate import commandline, devices, mpi
 from jobs.emulate.errors import EmulationError
 from jobs.emulate.launcher import LaunchPlan, ProcessSpec
+from jobs.emulate.scale import Topology, local_topology, per_node_launcher
 from jobs.emulate.snapshot import copy_code
-from jobs.emulate.topology import Topology, local_topology, per_node_launcher
-from jobs.resolved import ResolvedRun
+from stack.resolved import ResolvedRun
 
 LOCAL_MASTER_ADDR = "127.0.0.1"
 

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra import regex as linear
+from kernel import regex as linear
 
 IGNORE_FILES = (".amlignore", ".gitignore")
 

@@ -1,6 +1,6 @@
 """Budget rules: what the stack and its runs can cost at list price, against budgets from the pack config.
 
-Figures come from :mod:`policies.cost` (the pricing table ``infra/prices.json``, or the plan's
+Figures come from :mod:`policies.cost` (the pricing table ``azurefacts/prices.json``, or the plan's
 ``--prices FILE``). A price the table does not have is unknown: a rule then judges only what it can
 compute (a sum of the known part that already exceeds the budget still fires, saying "at least").
 Advisory by default: a budget is a team's choice, not a promise that the run fails. Budgets are whole

@@ -12,8 +12,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from infra import regex as linear
-from infra import skus
+from azurefacts import skus
+from kernel import regex as linear
 from policies.rule import resource_rule
 from policies.wire import get, inputs, is_false, is_true, known, same
 

@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from infra import bounded
+from kernel import bounded
 from policies.graph import Key
 from policies.rule import Rule, Severity, Violation
 from policies.stack import Stack

@@ -1,17 +1,17 @@
 """InfiniBand rules: multi-node runs that a setting quietly moves from InfiniBand to TCP.
 
 The run still works, several times slower, and nothing says why. What each spelling does is NCCL's,
-Open MPI's and UCX's own rule (:mod:`model.fabric`, sources in docs/infiniband.md). The settings are
+Open MPI's and UCX's own rule (:mod:`analysis.interconnect`, sources in docs/infiniband.md). The settings are
 what each process the command starts will see: the image's ``ENV`` and configuration files, the run's
 ``environment_variables``, ``docker_args -e``, and the command evaluated as bash would
-(:mod:`model.shell`), with NCCL's and Open MPI's configuration files read by their own precedence.
+(:mod:`analysis.shell`), with NCCL's and Open MPI's configuration files read by their own precedence.
 """
 
 from __future__ import annotations
 
-from jobs.resolved import ResolvedRun
-from model.fabric import Baked, ConfigFile, Effect, Setting, assess
+from analysis.interconnect import Baked, ConfigFile, Effect, Setting, assess
 from policies.rule import run_rule
+from stack.resolved import ResolvedRun
 
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 

@@ -14,13 +14,13 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
-from infra import bounded
-from jobs.resolved import ResolvedRun
-from model import NAMESPACE
-from model.stackfile import SECRET_PLACEHOLDER
+from kernel import bounded
 from policies.rule import Violation, resource_rule, run_rule, stack_rule
 from policies.stack import WORKSPACE_TYPE, Stack
 from policies.wire import get, inputs, known
+from stack import NAMESPACE
+from stack.resolved import ResolvedRun
+from stack.stackfile import SECRET_PLACEHOLDER
 
 STORAGE = "azure-native:storage:StorageAccount"
 USER_ASSIGNED_IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"

@@ -4,19 +4,19 @@ Azure ML starts the command ``instance_count x process_count_per_instance`` time
 per-node launcher) and gives each copy the variables of its distribution (see docs/jobs.md). A launcher
 inside the command (torchrun, ``torch.distributed.launch``, accelerate, the deepspeed CLI, Lightning,
 ``mpirun``) then decides how many nodes it waits for and where its processes meet. The command is read by
-:mod:`jobs.topology` into :class:`~jobs.topology.Launch` facts, which these rules judge against the run.
+:mod:`analysis.topology` into :class:`~analysis.topology.Launch` facts, which these rules judge against the run.
 What cannot be read (a variable whose value is only known at run time, a wrapper script) is reported by the
 advisory ``run-launch-topology-unknown``, never taken as right or wrong.
 """
 
 from __future__ import annotations
 
-from jobs import topology
+from analysis import topology
+from analysis.topology import Launch
 from jobs.launchers import PER_NODE_LAUNCHERS, TORCH_DISTRIBUTED_LAUNCH, TORCHRUN
-from jobs.resolved import ResolvedRun
-from jobs.topology import Launch
 from policies.rule import run_rule
 from policies.rules.runs import DISTRIBUTED_GUIDE
+from stack.resolved import ResolvedRun
 
 
 def _copies(run: ResolvedRun) -> int:
@@ -58,7 +58,7 @@ def run_copies_without_process_group(run: ResolvedRun) -> list[str]:
 
 
 _ALONE = ("each node alone", "missing")
-"""Rendezvous verdicts under which the nodes of a multi-node run never meet (see :data:`jobs.topology.Rendezvous`)."""
+"""Rendezvous verdicts under which the nodes of a multi-node run never meet (:data:`analysis.topology.Rendezvous`)."""
 
 
 def _rendezvous_fix(launch: Launch, run: ResolvedRun) -> str:

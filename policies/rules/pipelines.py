@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from model.pipelines import binding
 from policies.rule import Violation, stack_rule
 from policies.stack import Stack
+from stack.pipelines import binding
 
 PIPELINE_YAML = "https://learn.microsoft.com/en-us/azure/machine-learning/reference-yaml-job-pipeline"
 SWEEP_GUIDE = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-tune-hyperparameters"

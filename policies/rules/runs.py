@@ -2,7 +2,7 @@
 
 No scanner has these: they follow Azure ML's launch contract (see ``azureml-launch-contract.md`` in the
 shared reference) and compare each run with the facts of its cluster and environment, which the run
-carries (:class:`~jobs.resolved.ResolvedRun`). Two stack rules check that those facts are the ones
+carries (:class:`~stack.resolved.ResolvedRun`). Two stack rules check that those facts are the ones
 of the cluster and environment the stack actually plans.
 """
 
@@ -11,11 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra import regex as linear
-from infra.model import image_pinned
-from infra.secret_scan import BUDGET_BYTES
-from infra.secrets import secret_variables, secrets_in_definition
-from jobs.emulate.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
+from analysis.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
+from analysis.secret_scan import BUDGET_BYTES
 from jobs.launchers import (
     DEEPSPEED,
     HOROVOD,
@@ -25,11 +22,14 @@ from jobs.launchers import (
     TORCHRUN,
     command_scripts,
 )
-from jobs.resolved import ResolvedRun
+from kernel import regex as linear
+from kernel.secrets import secret_variables, secrets_in_definition
 from policies.rule import Violation, run_rule, stack_rule
 from policies.rules.environments import ENVIRONMENT_COMPONENT
 from policies.stack import Owner, Stack
 from policies.wire import get, inputs, known, same
+from stack.infrastructure import image_pinned
+from stack.resolved import ResolvedRun
 
 DISTRIBUTED_GUIDE = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-train-distributed-gpu"
 JOB_YAML = "https://learn.microsoft.com/en-us/azure/machine-learning/reference-yaml-job-command"
@@ -373,7 +373,7 @@ def run_environment_infiniband(run: ResolvedRun) -> list[str]:
     rationale="A curated or registry environment, an image outside the evidence table or a build context that "
     "installs what cannot be followed may well have MPI, Horovod, DeepSpeed or InfiniBand libraries; the gate "
     "cannot see it. Unknown is not missing: the run is not blocked, and the capability rules block only what is "
-    "known to be absent (infra/environment-capabilities.yaml).",
+    "known to be absent (azurefacts/environment-capabilities.yaml).",
     remediation="Declare the environment in the stack with provides: [...] once you have checked it, or use an "
     "image the evidence table knows.",
     reference=DISTRIBUTED_GUIDE,

@@ -1,8 +1,8 @@
 """The job runtime a run meets on its nodes: the image's CUDA against the GPU, settings that swap Azure ML's
 own runtime for another, and variables the current runtime no longer sets.
 
-Each rule judges facts the run carries (:class:`~jobs.resolved.ResolvedRun`): the CUDA its image names
-(:mod:`infra.cuda`), its ``environment_variables``, and what :mod:`jobs.pyscan` read in its code folder.
+Each rule judges facts the run carries (:class:`~stack.resolved.ResolvedRun`): the CUDA its image names
+(:mod:`azurefacts.cuda`), its ``environment_variables``, and what :mod:`analysis.pyscan` read in its code folder.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from infra import bounded, cuda
-from jobs.resolved import ResolvedRun
+from azurefacts import cuda
+from kernel import bounded
 from policies.rule import run_rule
+from stack.resolved import ResolvedRun
 
 CUDA_NOTES = "https://docs.nvidia.com/cuda/archive/11.8.0/cuda-toolkit-release-notes"
 BOOTSTRAPPER_EVIDENCE = "https://github.com/jhirono/azureml-dlp"
@@ -55,7 +56,7 @@ def _cuda_verdict(run: ResolvedRun) -> str | None:
     "the device'), after every node has started. Judged "
     "only when it is certain: the image's publisher states its CUDA in its name (nvidia/cuda, Azure ML's "
     "openmpi*-cuda* bases, pytorch/pytorch) and the image runs as it is (no conda file on top, no build). "
-    "The table and NVIDIA's release notes for each row: infra/cuda-architectures.yaml.",
+    "The table and NVIDIA's release notes for each row: azurefacts/cuda-architectures.yaml.",
     remediation="Use an image built for a CUDA release that supports the GPU (e.g. an acpt-pytorch curated "
     "environment, or mcr.microsoft.com/azureml/openmpi5.0-cuda12.x bases), or a size whose GPU the image "
     "supports.",

@@ -1,0 +1,525 @@
+"""Dockerfiles read with BuildKit's own parser, and the image they build evaluated as Docker would.
+
+The ``dockerfile`` package (MIT) wraps moby/buildkit's Go parser: instructions come back the way
+``docker build`` sees them, with the escape directive (``# escape=```), line continuations with
+comments inside, here-documents (``RUN <<EOF``, ``COPY <<EOF /etc/nccl.conf``) and JSON forms applied.
+On top of it :func:`evaluate` follows the last stage of the build:
+
+* ``ARG`` (with its default; Azure ML passes no build arguments) and ``ENV`` (both spellings,
+  ``A=1 B=2`` and ``A 1``), their values processed as BuildKit's shell lexer does: quotes, the escape
+  character, ``$VAR``, ``${VAR}``, ``${VAR:-x}``, ``${VAR-x}``, ``${VAR:+x}``, ``${VAR+x}``. A name the
+  Dockerfile never sets may come from the base image: unknown, never guessed.
+* ``RUN`` bodies (shell form, JSON form, here-documents) handed to :func:`analysis.shell.evaluate` with the
+  stage's ``ENV`` and ``ARG`` values, ``HOME`` (``/root`` unless ``USER`` changes it) and ``WORKDIR``;
+  the files they write are kept.
+* ``COPY``/``ADD`` of a here-document (its text, expanded unless the delimiter is quoted), or of files of
+  the build context, read only for the paths the caller asks about (``wanted``), never outside the
+  context (links are resolved first), at most :data:`MAX_FILE` bytes each.
+* ``WORKDIR``, ``USER``, ``SHELL``, ``FROM`` (a stage built ``FROM`` an earlier stage inherits its ``ENV``
+  and files).
+
+Bounded: at most :data:`MAX_BYTES` of Dockerfile, :data:`MAX_INSTRUCTIONS` instructions, and one
+:class:`analysis.shell.Budget` shared by all its ``RUN`` bodies. What cannot be followed is an
+:class:`analysis.shell.Unknown`.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import posixpath
+import shlex
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import dockerfile as buildkit
+
+from analysis import shell
+from analysis.shell import Unknown, Variable, Where
+from kernel import regex as linear
+
+MAX_BYTES = 1 << 20
+"""The largest Dockerfile read (1 MiB)."""
+MAX_INSTRUCTIONS = 10_000
+MAX_FILE = 1 << 16
+"""The most read of one build-context file (64 KiB): configuration files are small."""
+MAX_GLOB = 256
+"""Build-context files one ``COPY`` source pattern may match before it is unknown."""
+
+_DIRECTIVE = linear.compile(rf"#[{linear.SPACE}]*([A-Za-z][A-Za-z0-9_-]*)[{linear.SPACE}]*=[{linear.SPACE}]*"
+                            rf"([^{linear.SPACE}]*)[{linear.SPACE}]*")
+_URL = linear.compile(r"[a-z]+://")
+_HEREDOC_MARKER = linear.compile(rf"[{linear.DIGIT}]?<<-?[{linear.SPACE}]*(?:'[A-Za-z0-9_.-]+'|\"[A-Za-z0-9_.-]+\""
+                                 r"|[A-Za-z0-9_.-]+)")
+"""``<<EOF``, ``2<<-'EOF'``: a here-document's marker (its delimiter quoted with the same quote on both sides)."""
+_SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One Dockerfile instruction as BuildKit's parser returns it."""
+
+    cmd: str
+    """The instruction, upper case: ``FROM``, ``RUN``, ``ENV``..."""
+    line: int
+    end_line: int
+    original: str
+    """The instruction as written, continuations joined and comments inside them removed."""
+    flags: tuple[str, ...]
+    value: tuple[str, ...]
+    json: bool
+    heredocs: tuple[tuple[str, str], ...] = ()
+    """(delimiter, content) of each here-document."""
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A Dockerfile's instructions, its escape character, and the parse error if it has one."""
+
+    instructions: tuple[Instruction, ...]
+    escape: str = "\\"
+    error: str | None = None
+
+
+def parse(text: str) -> Parsed:
+    """Parse with BuildKit's parser; a parse error (or input over the bounds) is reported, not raised."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) > MAX_BYTES:
+        return Parsed((), error=f"the Dockerfile has {len(data):,} bytes (at most {MAX_BYTES:,} are read)")
+    escape = _escape(text)
+    try:
+        commands: tuple[Any, ...] = tuple(buildkit.parse_string(text))
+    except buildkit.GoParseError as err:
+        return Parsed((), escape, f"BuildKit cannot parse it: {err}")
+    if len(commands) > MAX_INSTRUCTIONS:
+        return Parsed((), escape, f"more than {MAX_INSTRUCTIONS:,} instructions")
+    return Parsed(tuple(
+        Instruction(str(c.cmd).upper(), int(c.start_line), int(c.end_line), str(c.original), tuple(c.flags),
+                    tuple(c.value), bool(c.json), tuple((str(h.name), str(h.content)) for h in c.heredocs))
+        for c in commands), escape)
+
+
+def _escape(text: str) -> str:
+    """The ``# escape=`` parser directive: directives are the leading ``# key=value`` comment lines."""
+    for line in text.splitlines()[:16]:
+        m = _DIRECTIVE.fullmatch(line.strip())
+        if not m:
+            break
+        if m.group(1).lower() == "escape" and m.group(2) in ("`", "\\"):
+            return str(m.group(2))
+    return "\\"
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    """A file the build writes into the image."""
+
+    path: str
+    """Its absolute path in the image (relative when ``WORKDIR`` is not known)."""
+    content: str | None
+    """What is written, when known."""
+    where: str
+    """How, for messages: ``RUN at line 5``, ``COPY conf/nccl.conf at line 7``."""
+    append: bool = False
+    maybe: bool = False
+
+
+@dataclass(frozen=True)
+class Image:
+    """What the last stage of a Dockerfile bakes in."""
+
+    env: tuple[Variable, ...]
+    """``ENV`` of the last stage (and the stages it is built from), in name order; None for a value that
+    is only known when the image builds."""
+    files: tuple[ImageFile, ...]
+    """Files written by ``RUN`` and ``COPY``/``ADD``, in build order (later ones replace earlier ones)."""
+    runs: tuple[shell.Script, ...]
+    unknowns: tuple[Unknown, ...]
+    user: str | None
+    """The last ``USER`` (None: root, the default)."""
+    home: str | None
+    """``HOME`` for the image's user: ``ENV HOME``, else ``/root`` for root, else None (not known)."""
+    copied_to: tuple[str, ...] = ()
+    """Where ``COPY``/``ADD`` of every stage put build-context files: the only image paths (each, or a path
+    below it) that ``wanted`` can add a file at."""
+
+
+@dataclass
+class _Stage:
+    env: dict[str, Variable] = field(default_factory=dict)
+    args: dict[str, Variable] = field(default_factory=dict)
+    files: list[ImageFile] = field(default_factory=list)
+    runs: list[shell.Script] = field(default_factory=list)
+    unknowns: list[Unknown] = field(default_factory=list)
+    copied_to: list[str] = field(default_factory=list)
+    workdir: str | None = "/"
+    user: str | None = None
+    shell: tuple[str, ...] = ("/bin/sh", "-c")
+    name: str | None = None
+
+
+def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] = (),
+             build_args: Mapping[str, str] | None = None) -> Image:
+    """Follow the build of ``text``'s last stage.
+
+    ``context``: the build context folder, for ``COPY``/``ADD`` sources; ``wanted``: the image paths
+    (absolute) whose content is read from the context when a ``COPY``/``ADD`` puts a file there (the
+    context is never listed or read otherwise). ``build_args``: ``--build-arg`` values (Azure ML passes
+    none).
+    """
+    wanted = frozenset(posixpath.normpath(p) for p in wanted)
+    parsed = parse(text)
+    budget = shell.Budget()
+    stages: list[_Stage] = []
+    global_args: dict[str, Variable] = {}
+    stage: _Stage | None = None
+    problems: list[Unknown] = []
+    if parsed.error is not None:
+        problems.append(Unknown("parse error", parsed.error, Where(1)))
+    for ins in parsed.instructions:
+        where = Where(ins.line)
+        if ins.cmd == "FROM":
+            stage = _from(ins, stages, global_args, parsed.escape)
+            stages.append(stage)
+            continue
+        if ins.cmd == "ARG":
+            target = stage.args if stage is not None else global_args
+            for declared in ins.value:
+                name, eq, default = declared.partition("=")
+                value: str | None
+                if build_args is not None and name in build_args:
+                    value = build_args[name]
+                elif eq:
+                    value = _word(default, _scope(stage, global_args), parsed.escape, where, problems
+                                  if stage is None else stage.unknowns, f"ARG {declared}")
+                elif stage is not None and name in global_args:
+                    value = global_args[name].value
+                else:
+                    value = ""  # declared without a default and not passed: empty
+                target[name] = Variable(name, value, "Dockerfile ARG", where)
+            continue
+        if stage is None:
+            continue
+        if ins.cmd == "ENV":
+            scope = _scope(stage, global_args)  # substitutions see the values from before this instruction
+            pairs = list(zip(ins.value[0::2], ins.value[1::2], strict=False))
+            for name, raw in pairs:
+                value = _word(raw, scope, parsed.escape, where, stage.unknowns, f"ENV {name}={raw}")
+                stage.env[name] = Variable(name, value, "Dockerfile ENV", where)
+        elif ins.cmd == "WORKDIR" and ins.value:
+            workdir = _word(ins.value[0], _scope(stage, global_args), parsed.escape, where, stage.unknowns,
+                            ins.original)
+            stage.workdir = shell.join_path(stage.workdir, workdir)
+        elif ins.cmd == "USER" and ins.value:
+            stage.user = _word(ins.value[0], _scope(stage, global_args), parsed.escape, where, stage.unknowns,
+                               ins.original)
+            if stage.user is not None and stage.user.split(":")[0] in ("root", "0"):
+                stage.user = None
+        elif ins.cmd == "SHELL" and ins.json:
+            stage.shell = ins.value
+        elif ins.cmd == "RUN":
+            _run(ins, stage, global_args, budget)
+        elif ins.cmd in ("COPY", "ADD"):
+            _copy(ins, stage, stages, global_args, parsed.escape, context, wanted)
+    last = stages[-1] if stages else _Stage()
+    home = _home(last)
+    return Image(tuple(last.env[n] for n in sorted(last.env)), tuple(last.files), tuple(last.runs),
+                 (*problems, *last.unknowns), last.user, home, tuple(p for s in stages for p in s.copied_to))
+
+
+def _from(ins: Instruction, stages: list[_Stage], global_args: dict[str, Variable], escape: str) -> _Stage:
+    words = [v for v in ins.value]
+    image = _word(words[0], global_args, escape, Where(ins.line), [], ins.original) if words else None
+    name = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
+    base = next((s for s in reversed(stages) if image is not None and s.name == image.lower()), None)
+    if base is None:
+        return _Stage(name=name)
+    return _Stage(env=dict(base.env), files=list(base.files), workdir=base.workdir, user=base.user,
+                  shell=base.shell, name=name)
+
+
+def _scope(stage: _Stage | None, global_args: dict[str, Variable]) -> dict[str, Variable]:
+    if stage is None:
+        return dict(global_args)
+    return {**stage.args, **stage.env}
+
+
+def _home(stage: _Stage) -> str | None:
+    if "HOME" in stage.env:
+        return stage.env["HOME"].value
+    return "/root" if stage.user is None else None
+
+
+def _run(ins: Instruction, stage: _Stage, global_args: dict[str, Variable], budget: shell.Budget) -> None:
+    where = Where(ins.line)
+    if ins.json:
+        # exec form: no shell unless the program is one; quote each argument for the shell reader
+        text = " ".join(shlex.quote(v) for v in ins.value)
+    elif ins.heredocs and not _without_heredocs(ins.value[0] if ins.value else ""):
+        # only here-documents: each one's text is the script, run by the default shell or its #! line
+        for _delimiter, content in ins.heredocs:
+            interpreter = content.split("\n", 1)[0][2:].strip() if content.startswith("#!") else ""
+            if interpreter and posixpath.basename(interpreter.split()[-1] if interpreter.split()[0].endswith(
+                    "env") and len(interpreter.split()) > 1 else interpreter.split()[0]) not in _SHELLS:
+                stage.unknowns.append(Unknown("shell input", f"RUN <<{_delimiter} (a {interpreter} script)", where))
+                continue
+            _shell(content, stage, global_args, budget, ins.line + 1, f"Dockerfile RUN at line {ins.line}")
+        return
+    else:
+        text = ins.value[0] if ins.value else ""
+        if ins.heredocs:
+            text += "\n" + "".join(content + delimiter + "\n" for delimiter, content in ins.heredocs)
+        program = posixpath.basename(stage.shell[0]) if stage.shell else "sh"
+        if program not in _SHELLS:
+            stage.unknowns.append(Unknown("shell input", f"RUN under SHELL {list(stage.shell)}", where))
+            return
+    _shell(text, stage, global_args, budget, ins.line, f"Dockerfile RUN at line {ins.line}")
+
+
+def _shell(text: str, stage: _Stage, global_args: dict[str, Variable], budget: shell.Budget, line: int,
+           label: str) -> None:
+    seed = dict(_scope(stage, global_args))
+    home = _home(stage)
+    if "HOME" not in seed and home is not None:
+        seed["HOME"] = Variable("HOME", home, "Docker (the user's home)")
+    script = shell.evaluate(text, environment=list(seed.values()), label=label, cwd=stage.workdir,
+                            first_line=line, budget=budget)
+    stage.runs.append(script)
+    stage.unknowns.extend(script.unknowns)
+    for write in script.writes:
+        path = write.path.value
+        if path is None:
+            continue
+        full = shell.join_path(stage.workdir, path)
+        if full is None:
+            continue
+        if write.source is not None:
+            stage.files.append(ImageFile(full, None, f"{write.raw} at line {write.where.line}", maybe=write.maybe))
+        else:
+            stage.files.append(ImageFile(full, write.content, f"RUN at line {write.where.line}", write.append,
+                                         write.maybe))
+
+
+def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: dict[str, Variable], escape: str,
+          context: Path | None, wanted: frozenset[str]) -> None:
+    where = Where(ins.line)
+    scope = _scope(stage, global_args)
+    values = [_word(v, scope, escape, where, stage.unknowns, ins.original) for v in ins.value]
+    if len(values) < 2:
+        return
+    dest = values[-1]
+    if dest is None:
+        stage.unknowns.append(Unknown("file", ins.original, where))
+        return
+    dest_dir = dest.endswith("/") or len(values) > 2
+    dest_path = shell.join_path(stage.workdir, dest)
+    if dest_path is None:
+        return
+    heredocs = dict(ins.heredocs)
+    from_stage = next((f.split("=", 1)[1] for f in ins.flags if f.startswith("--from=")), None)
+    for raw, source in zip(ins.value[:-1], values[:-1], strict=True):
+        if raw.startswith("<<"):
+            delimiter = raw[2:].lstrip("-")
+            quoted = delimiter[:1] in ("'", '"')
+            content = heredocs.get(delimiter.strip("'\""))
+            if content is not None and not quoted:
+                content = _word(content, scope, escape, where, stage.unknowns, ins.original, heredoc=True)
+            target = posixpath.join(dest_path, delimiter.strip("'\"")) if dest_dir else dest_path
+            stage.files.append(ImageFile(target, content, f"{ins.cmd} <<{delimiter} at line {ins.line}"))
+            continue
+        if source is None:
+            stage.unknowns.append(Unknown("file", ins.original, where))
+            continue
+        if from_stage is not None or (ins.cmd == "ADD" and _URL.match(source)):
+            earlier = next((s for s in stages if from_stage is not None and s.name == from_stage.lower()), None)
+            for f in earlier.files if earlier is not None else ():
+                if f.path == posixpath.normpath("/" + source.lstrip("/")):
+                    stage.files.append(replace(f, path=posixpath.join(dest_path, posixpath.basename(source))
+                                               if dest_dir else dest_path))
+            continue
+        _copy_from_context(ins, source, dest_path, dest_dir, stage, context, wanted)
+
+
+def _copy_from_context(ins: Instruction, source: str, dest: str, dest_dir: bool, stage: _Stage,
+                       context: Path | None, wanted: frozenset[str]) -> None:
+    """The wanted image paths a context source lands on, with their content (read inside the context)."""
+    if context is None:
+        return
+    stage.copied_to.append(dest)
+    base = context.resolve()
+    pattern = source.lstrip("/")
+    matches: list[Path]
+    if any(c in pattern for c in "*?["):
+        # Listed inside the context only (a `..` would list the folders above it), and no further than the bound.
+        found = [] if ".." in pattern.split("/") else sorted(
+            itertools.islice(glob.iglob(glob.escape(str(base)) + "/" + pattern), MAX_GLOB + 1))
+        if len(found) > MAX_GLOB or ".." in pattern.split("/"):
+            stage.unknowns.append(Unknown("file", ins.original, Where(ins.line)))
+            return
+        matches = [Path(f) for f in found]
+        dest_dir = True
+    else:
+        matches = [base / pattern]
+    label = f"{ins.cmd} {source} at line {ins.line}"
+    for match in matches:
+        path = match.resolve()  # links followed: a file outside the build context is never read
+        if path != base and base not in path.parents:
+            continue
+        if path.is_file():
+            target = posixpath.join(dest, match.name) if dest_dir else dest
+            if target in wanted:
+                stage.files.append(ImageFile(target, _read(path), label))
+        elif path.is_dir():
+            # a folder's contents land under dest: read only the wanted paths that would come from it
+            for candidate in sorted(p for p in wanted if p.startswith(dest.rstrip("/") + "/")):
+                relative = posixpath.relpath(candidate, dest)
+                inner = (path / relative).resolve()
+                if base in inner.parents and inner.is_file():
+                    stage.files.append(ImageFile(candidate, _read(inner), label))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(MAX_FILE).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _without_heredocs(command: str) -> str:
+    """A RUN command line with its here-document markers removed: empty when it is only those."""
+    return _HEREDOC_MARKER.sub(" ", command).strip()
+
+
+def _word(text: str, scope: Mapping[str, Variable], escape: str, where: Where, unknowns: list[Unknown],
+          construct: str, *, heredoc: bool = False) -> str | None:
+    """BuildKit's word processing: quotes (not in a here-document), the escape character and ``$``
+    substitutions; None (and an Unknown) when a name it uses is not known."""
+    lexer = _Lexer(text, scope, escape, heredoc=heredoc)
+    value = lexer.word()
+    if value is None:
+        unknowns.append(Unknown("variable", construct, where, None))
+    return value
+
+
+class _Lexer:
+    """frontend/dockerfile/shell/lex.go's ``ProcessWord``, for one word."""
+
+    def __init__(self, text: str, scope: Mapping[str, Variable], escape: str, *, heredoc: bool) -> None:
+        self.text = text
+        self.i = 0
+        self.scope = scope
+        self.escape = escape
+        self.heredoc = heredoc
+        self.unknown = False
+
+    def peek(self) -> str:
+        return self.text[self.i] if self.i < len(self.text) else ""
+
+    def next(self) -> str:
+        c = self.peek()
+        self.i += 1
+        return c
+
+    def word(self, stop: str = "") -> str | None:
+        out: list[str] = []
+        while self.i < len(self.text):
+            c = self.peek()
+            if stop and c in stop:
+                break
+            if c == "'" and not self.heredoc:
+                self.next()
+                end = self.text.find("'", self.i)
+                end = len(self.text) if end < 0 else end
+                out.append(self.text[self.i:end])
+                self.i = end + 1
+            elif c == '"' and not self.heredoc:
+                self.next()
+                out.append(self.double_quoted())
+            elif c == "$":
+                out.append(self.dollar())
+            elif c == self.escape and not self.heredoc:
+                self.next()
+                if self.i < len(self.text):
+                    out.append(self.next())
+            else:
+                out.append(self.next())
+        return None if self.unknown else "".join(out)
+
+    def double_quoted(self) -> str:
+        out: list[str] = []
+        while self.i < len(self.text):
+            c = self.next()
+            if c == '"':
+                break
+            if c == "$":
+                self.i -= 1
+                out.append(self.dollar())
+            elif c == self.escape and self.peek() in ('"', "$", self.escape):
+                out.append(self.next())
+            else:
+                out.append(c)
+        return "".join(out)
+
+    def dollar(self) -> str:
+        self.next()  # $
+        c = self.peek()
+        if c == "{":
+            self.next()
+            name = self.name()
+            op = ""
+            if self.peek() == "}":
+                self.next()
+                return self.lookup(name)
+            for candidate in (":-", ":+", ":?", "-", "+", "?"):
+                if self.text.startswith(candidate, self.i):
+                    op = candidate
+                    self.i += len(candidate)
+                    break
+            if not op:  # a form this reader does not follow (##, %%, /...): skip to the brace
+                end = self.text.find("}", self.i)
+                self.i = len(self.text) if end < 0 else end + 1
+                self.unknown = True
+                return ""
+            saved = self.unknown
+            word = self.word(stop="}") or ""
+            word_unknown = self.unknown and not saved
+            self.unknown = saved
+            if self.peek() == "}":
+                self.next()
+            variable = self.scope.get(name)
+            if variable is None:  # the base image may set it
+                self.unknown = True
+                return ""
+            value = variable.value
+            if value is None:
+                self.unknown = True
+                return ""
+            use_word = value == "" if op.startswith(":") else False
+            if op in (":+", "+"):
+                use_word = not use_word
+            if op in (":?", "?"):
+                return value
+            if use_word:
+                self.unknown = self.unknown or word_unknown
+                return word
+            return "" if op in (":+", "+") else value
+        name = self.name()
+        if not name:
+            return "$"
+        return self.lookup(name)
+
+    def name(self) -> str:
+        start = self.i
+        while self.i < len(self.text) and (self.text[self.i].isalnum() or self.text[self.i] == "_"):
+            self.i += 1
+        return self.text[start:self.i]
+
+    def lookup(self, name: str) -> str:
+        variable = self.scope.get(name)
+        if variable is None or variable.value is None:
+            self.unknown = True
+            return ""
+        return variable.value

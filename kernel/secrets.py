@@ -1,0 +1,499 @@
+"""One secret detector, by value, and one way to hide what it finds: :data:`MASK`.
+
+**What a secret is.** ``AZUREML_SSH_KEY: generated-key`` names a file and is no secret; ``--hf-token hf_...``
+in a command is one whatever the flag. A value is a secret when it contains a known credential shape, or
+when a key that names a credential (``*_TOKEN``, ``--password``...) holds a high-entropy literal: long,
+no spaces, mixed character classes, no path or placeholder. References are never secrets: ``${{...}}``,
+``$NAME``, ``azureml://...``, ``@Microsoft.KeyVault(...)``, ``[secret]``.
+
+The shapes are detect-secrets' plugins (Yelp's maintained detector: AWS, basic-auth URLs, GitHub, JSON web
+tokens, npm, PyPI, Slack tokens and webhooks, Stripe, SendGrid, Square, OpenAI...) plus our own for what it
+misses or reads too narrowly: Azure storage connection strings and bare account keys (88 base64
+characters ending ``==``), Service Bus / Event Hubs ``SharedAccessKey=``, SAS signatures, Microsoft Entra
+client secrets, Hugging Face, GitLab, Google ``AIza`` keys, ``Authorization: Bearer ...`` headers and
+``wandb login <key>``. Every pattern runs on RE2 (:mod:`kernel.regex`): linear in the input, whatever it holds.
+
+**Where it sits.** At the floor of the layers because every layer needs it: the stack model's error
+messages, the build-context and code-folder scans, the gate's rules, the artifacts and the terminal.
+
+**Masking.** A value found anywhere in a stack (:func:`remember_in`) is remembered for the life of the
+process; :func:`mask` and :func:`mask_data` replace every remembered value and every known shape with
+:data:`MASK` (as Pulumi shows a secret output as ``[secret]``). The CLI applies them to every artifact it
+writes and every line it prints; the job that ``amlgpu submit`` sends still carries the real value.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+
+from kernel.regex import Pattern, compile
+
+MASK = "[secret]"
+"""What a secret becomes in every artifact and message (the stack file's own placeholder for ``secure:``)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A known credential format: what it is, its pattern, which group is the secret itself."""
+
+    kind: str
+    pattern: Pattern
+    group: int = 0
+    valid: Callable[[str], bool] | None = None
+    """A second look at a candidate (detect-secrets' own checks, e.g. a JWT's parts decode to JSON)."""
+
+
+def _plugin(plugin: Any, kind: str, *, index: int = 0, group: int = 0) -> Shape:
+    """A detect-secrets plugin's pattern, compiled by RE2 (its flags written inline)."""
+    regex: re.Pattern[str] = plugin.denylist[index]
+    if regex.flags & re.VERBOSE and any(c.isspace() or c == "#" for c in regex.pattern):
+        raise ValueError(f"{plugin.__name__}: a verbose pattern RE2 cannot read as it is")
+    flags = "(?i)" if regex.flags & re.IGNORECASE else ""
+    return Shape(kind, compile(flags + regex.pattern), group)
+
+
+def _own(kind: str, pattern: str, group: int = 0) -> Shape:
+    return Shape(kind, compile(pattern), group)
+
+
+SHAPES: tuple[Shape, ...] = (
+    _own("a private key", r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"),
+    *(_plugin(PrivateKeyDetector, "a private key", index=i) for i in range(len(PrivateKeyDetector.denylist))),
+    _own("a storage connection string with an account key", r"AccountKey=[A-Za-z0-9+/=]{20,}"),
+    _own("a Service Bus or Event Hubs shared access key", r"SharedAccessKey=[A-Za-z0-9+/=]{20,}"),
+    # 64 random bytes in base64: storage and Cosmos DB account keys, alone.
+    _own("a storage account key", r"(?:^|[^A-Za-z0-9+/=])([A-Za-z0-9+/]{86}==)(?:[^A-Za-z0-9+/=]|$)", 1),
+    _own("a SAS token", r"(?:^|[?&;])sig=[A-Za-z0-9%+/=]{20,}"),
+    _own("a Microsoft Entra client secret",
+         r"(?:^|[^A-Za-z0-9_~.-])([A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})(?:[^A-Za-z0-9_~.-]|$)", 1),
+    _own("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+    _plugin(GitHubTokenDetector, "a GitHub token"),
+    _own("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    _plugin(AWSKeyDetector, "an AWS access key id"),
+    _plugin(AWSKeyDetector, "an AWS secret access key", index=1, group=1),
+    _own("an OpenAI-style API key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"),
+    _plugin(OpenAIDetector, "an OpenAI-style API key"),
+    _own("a Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    _plugin(SlackDetector, "a Slack token"),
+    _plugin(SlackDetector, "a Slack webhook", index=1),
+    _own("a GitLab token",
+         r"\b(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-[A-Za-z0-9_-]{20,}|\bGR1348941[A-Za-z0-9_-]{20,}"),
+    _own("a JSON web token", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+    Shape("a JSON web token", _plugin(JwtTokenDetector, "").pattern, valid=JwtTokenDetector.is_formally_valid),
+    _own("a Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    _plugin(BasicAuthDetector, "a password in a URL", group=1),
+    _plugin(NpmDetector, "an npm token", group=1),
+    _own("an npm token", r"\bnpm_[A-Za-z0-9]{36}"),
+    _plugin(PypiTokenDetector, "a PyPI token"),
+    _plugin(PypiTokenDetector, "a PyPI token", index=1),
+    _plugin(StripeDetector, "a Stripe key"),
+    _own("a Stripe key", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    _plugin(SendGridDetector, "a SendGrid key"),
+    _plugin(SquareOAuthDetector, "a Square OAuth secret"),
+    _own("an Authorization header",
+         r"(?i)\bauthorization\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+([A-Za-z0-9._~+/=-]{8,})", 1),
+    _own("a Weights & Biases API key", r"\bwandb\s+login\s+(?:-\S*\s+)*([0-9a-f]{40})\b", 1),
+    _own("a Weights & Biases API key", r"\bwandb\.login\([^)]{0,200}key\s*=\s*[\"']([0-9a-f]{40})[\"']", 1),
+)
+"""Every known credential format, in the order findings name them. detect-secrets' Discord, Telegram, Twilio
+and Mailchimp patterns are left out: without a literal prefix (``[MNO]...``, ``AC[a-z0-9]{32}``) they
+match ordinary text, cost the one-pass search most of its speed, and none of them is an ML platform's."""
+
+PUBLISHED = frozenset({
+    # Azurite's (the storage emulator's) account key, the same in every installation and in Microsoft's docs.
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+})
+"""Values of a credential's shape that are public by design: never a finding."""
+
+_ANY_SHAPE = compile("|".join(f"(?:{shape.pattern.pattern})" for shape in SHAPES))
+"""One pass that says whether any shape is in a text at all (most texts hold none)."""
+_ORDER = {kind: index for index, kind in reversed(list(enumerate(shape.kind for shape in SHAPES)))}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A known credential in a text: what it is and where (``text[start:end]`` is the secret itself)."""
+
+    kind: str
+    start: int
+    end: int
+
+
+def hits(text: str) -> list[Hit]:
+    """Every known credential shape in ``text``, by position."""
+    if not _ANY_SHAPE.search(text):
+        return []
+    found = []
+    for shape in SHAPES:
+        for match in shape.pattern.finditer(text):
+            start, end = match.span(shape.group)
+            if start < end and _real(shape, text[start:end]):
+                found.append(Hit(shape.kind, start, end))
+    return sorted(found, key=lambda h: (h.start, -h.end))
+
+
+def _real(shape: Shape, candidate: str) -> bool:
+    return (shape.valid is None or shape.valid(candidate)) and not any(p in candidate for p in PUBLISHED)
+
+
+def kind_in_bytes(data: bytes) -> str | None:
+    """The first known credential kind in raw bytes (a file's content, any encoding that keeps ASCII as
+    ASCII), or None."""
+    if not _ANY_SHAPE.search(data):
+        return None
+    for shape in SHAPES:
+        for match in shape.pattern.finditer(data):
+            start, end = match.span(shape.group)
+            if start < end and _real(shape, data[start:end].decode("latin-1")):
+                return shape.kind
+    return None
+
+
+def credential_kind(value: str) -> str | None:
+    """What known kind of credential ``value`` contains, or None."""
+    found = hits(value)
+    return min(found, key=lambda h: _ORDER[h.kind]).kind if found else None
+
+
+# ------------------------------------------------------------------------------------- by name and entropy
+
+# Name segments (split on non-alphanumerics) that mean "this key holds a credential". Whole segments only,
+# so TOKENIZERS_PARALLELISM or KEY_COLUMN are not mistaken for secrets.
+_SECRET_WORDS = frozenset({
+    "SECRET", "SECRETS", "TOKEN", "PASSWORD", "PASSWD", "PWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "SAS",
+})
+_PASSWORD_WORDS = frozenset({"PASSWORD", "PASSWD", "PWD"})
+_KEY_QUALIFIERS = frozenset({
+    "API", "ACCESS", "ACCOUNT", "PRIVATE", "SECRET", "STORAGE", "SUBSCRIPTION", "AUTH", "SSH", "SIGNING",
+    "ENCRYPTION", "MASTER", "SHARED", "HF", "WANDB",
+})
+
+# Values that refer to a secret instead of containing it.
+_REFERENCE = compile(
+    r"^(?:\$\{\{.*\}\}|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|azureml://.*|@Microsoft\.KeyVault\(.*\)|\[secret\])$"
+)
+_BASE64 = compile(r"^[A-Za-z0-9+/]+=*$")
+_DIGIT = compile(r"[0-9]")
+_LETTER = compile(r"[A-Za-z]")
+
+
+def _has_space(text: str) -> bool:
+    return any(space in text for space in " \t\n\r\f\v")
+_MIN_SECRET_LENGTH = 16
+_MIN_ENTROPY_BITS = 3.5
+"""Per character: random base64/hex material of 16+ characters is above 3.5 bits (hex alone reaches ~4),
+words, file names and paths are below or are excluded by shape."""
+
+
+def _name_parts(name: str) -> list[str]:
+    return "".join(c if c.isascii() and c.isalnum() else " " for c in name.upper()).split()
+
+
+@functools.lru_cache(maxsize=4096)
+def credential_name(name: str) -> bool:
+    """``name`` (a variable, tag key or command flag) says its value is a credential."""
+    parts = _name_parts(name)
+    if any(p in _SECRET_WORDS for p in parts):
+        return True
+    if any(p == "KEY" and i > 0 and parts[i - 1] in _KEY_QUALIFIERS for i, p in enumerate(parts)):
+        return True
+    return "CONNECTION" in parts and "STRING" in parts
+
+
+@functools.lru_cache(maxsize=4096)
+def _password_name(name: str) -> bool:
+    return any(p in _PASSWORD_WORDS for p in _name_parts(name))
+
+
+def _entropy(value: str) -> float:
+    counts = {c: value.count(c) for c in set(value)}
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+
+
+def is_reference(value: str) -> bool:
+    """``value`` refers to a secret (``${{...}}``, ``$NAME``, ``azureml://``, a Key Vault reference)."""
+    return _REFERENCE.match(value.strip()) is not None
+
+
+def high_entropy(value: str) -> bool:
+    """A literal that looks like generated key material: long, no spaces, not a path, a URL or a
+    placeholder, letters and digits mixed, and high Shannon entropy."""
+    value = value.strip()
+    if len(value) < _MIN_SECRET_LENGTH or _has_space(value) or is_reference(value):
+        return False
+    if "/" in value.strip("=") and not _BASE64.match(value):  # a path or URL
+        return False
+    if "${{" in value or value.startswith(("azureml:", "http://", "https://")):
+        return False
+    if not (_DIGIT.search(value) and _LETTER.search(value)):
+        return False
+    return _entropy(value) >= _MIN_ENTROPY_BITS
+
+
+def judge(key: str, value: Any) -> str | None:
+    """Why the value at ``key`` is a secret (``holds a Hugging Face token``), or None."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text or is_reference(text) or any(published in text for published in PUBLISHED):
+        return None
+    kind = credential_kind(text)
+    if kind is not None:
+        return f"holds {kind}"
+    return _judge_by_name(key, text)
+
+
+def _judge_by_name(key: str, text: str) -> str | None:
+    if credential_name(key) and high_entropy(text):
+        return "a credential name with a high-entropy literal value"
+    if _password_name(key) and len(text) >= 6 and not _has_space(text) and not any(c in text for c in "/.\\-"):
+        # A password is chosen by a person, so its entropy says little; a file or path has a separator.
+        return "a password name with a literal value"
+    return None
+
+
+def secret_variables(variables: Mapping[str, str]) -> list[str]:
+    """Each variable that carries a literal secret, as ``NAME (reason)``, sorted by name."""
+    return [f"{name} ({why})" for name in sorted(variables) if (why := judge(name, variables[name]))]
+
+
+# ------------------------------------------------------------------------------------------------ commands
+
+_WORD = re.compile(r"""(?:[^\s'"\\]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
+"""A shell word: unquoted characters, backslash escapes and quoted strings, up to unquoted white space.
+
+The one pattern here on Python's ``re`` rather than RE2, because RE2's Python binding costs ~10 us a match
+and a command is a match per word: it is linear by construction (each alternative starts with its own
+character, nothing follows the repetition to backtrack for, and a quote that never closes fails once: a
+later quote would have closed it), and ``tests/test_security_hostile.py`` plans 8 MiB of such words."""
+_QUOTED = compile(r"""(?s)'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""")
+
+
+def _is_name(text: str) -> bool:
+    """A shell variable name: ``[A-Za-z_][A-Za-z0-9_]*``."""
+    return text.isascii() and text.isidentifier()
+
+
+def _unquote(word: str) -> str:
+    if not any(c in word for c in "'\"\\"):
+        return word
+    return _QUOTED.sub(lambda m: next((g for g in m.groups() if g is not None), ""), word)
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of a command: its key (the flag or variable name it is the value of; empty for a bare
+    word), its value with quotes removed, and where the word is in the command."""
+
+    key: str
+    value: str
+    start: int
+    end: int
+
+
+def _spans(command: str) -> Iterator[tuple[str, int, int]]:
+    """Each shell word of ``command`` with its span (white-space splitting when nothing is quoted)."""
+    if not any(c in command for c in "'\"\\"):
+        position = 0
+        for word in command.split():
+            start = command.find(word, position)
+            position = start + len(word)
+            yield word, start, position
+        return
+    for match in _WORD.finditer(command):
+        yield _unquote(match.group()), match.start(), match.end()
+
+
+def command_words(command: str) -> Iterator[Word]:
+    """(key, value) for every word of a command: ``--flag value``, ``--flag=value``, ``NAME=value``
+    assignments; a bare word's key is empty. A line continuation (backslash, newline) is white space."""
+    previous = ""
+    for word, start, end in _spans(command):
+        if word.startswith("-") and "=" in word:
+            flag, _, value = word.partition("=")
+            yield Word(flag, value, start, end)
+            previous = ""
+        elif "=" in word and _is_name(name := word.partition("=")[0]):
+            value = word.partition("=")[2]
+            yield Word(name, value, start, end)
+            previous = ""
+        elif word.startswith("-"):
+            previous = word
+        elif word:
+            yield Word(previous, word, start, end)
+            previous = ""
+
+
+def command_secrets(command: str) -> list[tuple[Word, str]]:
+    """The words of ``command`` that carry a secret, each with why, in order. Known shapes are found in
+    the command as a whole (a header or ``wandb login KEY`` spans words); names judge the word they key."""
+    found: list[tuple[Word, str]] = []
+    shape_hits = hits(command)
+    words = list(command_words(command)) if shape_hits or _names_a_credential(command) else []
+    starts = [w.start for w in words]
+    flagged: set[int] = set()
+    for hit in shape_hits:
+        index = bisect_right(starts, hit.start) - 1
+        if index >= 0 and index not in flagged:
+            flagged.add(index)
+            found.append((words[index], f"holds {hit.kind}"))
+    for index, word in enumerate(words):  # the shapes were looked for in the whole command already
+        if index not in flagged and word.key and (why := _judge_by_name(word.key, word.value.strip())) and (
+                not is_reference(word.value)):
+            flagged.add(index)
+            found.append((word, why))
+    return sorted(found, key=lambda f: f[0].start)
+
+
+def _names_a_credential(text: str) -> bool:
+    upper = text.upper()
+    return any(w in upper for w in (*_SECRET_WORDS, "KEY", "CONNECTION"))
+
+
+def secrets_in_definition(spec: Mapping[str, Any]) -> list[str]:
+    """Secrets in a job's ``command`` arguments, literal ``inputs``, ``tags`` and ``properties``, as
+    ``where (reason)``."""
+    found: list[str] = []
+    for word, reason in command_secrets(str(spec.get("command", ""))):
+        found.append(f"command argument{f' {word.key}' if word.key else ''} ({reason})")
+    for name, value in sorted((spec.get("inputs") or {}).items()):
+        literal = value if isinstance(value, str) else value.get("path") if isinstance(value, dict) else None
+        if why := judge(name, literal):
+            found.append(f"input {name} ({why})")
+    for name, value in sorted((spec.get("tags") or {}).items()):
+        if tagged := judge(name, value):
+            found.append(f"tag {name} ({tagged})")
+    for name, value in sorted((spec.get("properties") or {}).items()):  # as readable as tags
+        if why := judge(name, value):
+            found.append(f"property {name} ({why})")
+    return list(dict.fromkeys(found))
+
+
+# ------------------------------------------------------------------------------------------------- masking
+
+_remembered: set[str] = set()
+_values: set[str] = set()
+_by_length: list[str] = []
+_MIN_REMEMBERED = 6
+"""Shorter values are not remembered (a password of 6 characters is the shortest :func:`judge` flags)."""
+MAX_REMEMBERED = 256
+"""Distinct secrets one process remembers at most: every text written or printed is searched for each, so a
+hostile file of a million tokens must not make that search quadratic. Each is a mandatory finding anyway."""
+
+
+class TooManySecrets(ValueError):
+    """More than :data:`MAX_REMEMBERED` distinct values look like secrets: the input is refused."""
+
+
+def remember(value: str) -> None:
+    """Mask ``value`` wherever it shows from now on (in this process), and each of its lines, and the
+    forms JSON and YAML quoting give it. Raises :class:`TooManySecrets` past :data:`MAX_REMEMBERED`."""
+    global _by_length
+    value = value.strip()
+    if len(value) < _MIN_REMEMBERED or value in _values:
+        return
+    if len(_values) >= MAX_REMEMBERED:
+        raise TooManySecrets(f"more than {MAX_REMEMBERED} distinct values look like secrets (each a mandatory "
+                             "finding): keep secrets in the workspace key vault")
+    _values.add(value)
+    for piece in {value, *(line.strip() for line in value.splitlines())}:
+        if len(piece) >= _MIN_REMEMBERED:
+            _remembered.update((piece, json.dumps(piece, ensure_ascii=False)[1:-1], piece.replace("'", "''")))
+    _by_length = sorted(_remembered, key=len, reverse=True)
+
+
+def remember_in(data: Any, key: str = "") -> None:
+    """Remember every secret in a stack's (or an imported job's) values: each value :func:`judge` flags
+    under its own key, each command word :func:`command_secrets` flags, each known shape."""
+    if isinstance(data, Mapping):
+        for name, value in data.items():
+            remember_in(value, str(name))
+    elif isinstance(data, list | tuple):
+        for item in data:
+            remember_in(item, key)
+    elif isinstance(data, str) and data.strip():
+        if key != "command" and judge(key, data):  # a command keeps its other words (below)
+            remember(data)
+        if _has_space(data.strip()):
+            for word, _ in command_secrets(data):
+                remember(word.value)
+        for hit in hits(data):
+            remember(data[hit.start:hit.end])
+
+
+def remember_in_text(text: str) -> None:
+    """Remember the secrets of a text (a stack file) line by line, before anything parses it: a file that
+    does not parse is still quoted in its error message. ``key: value`` and ``key=value`` pairs are judged
+    by name and value, a line's command words as in a command, known shapes wherever they are."""
+    for line in text.splitlines():
+        if not _names_a_credential(line):
+            continue
+        item = line.strip().lstrip("-").strip()
+        for separator in (":", "="):
+            key, found, value = item.partition(separator)
+            value = value.strip().strip("'\"")
+            if found and value and not is_reference(value) and _judge_by_name(key.strip().strip("'\""), value):
+                remember(value)
+        for word, _ in command_secrets(line):
+            remember(word.value)
+    for hit in hits(text):
+        remember(text[hit.start:hit.end])
+
+
+def forget_all() -> None:
+    """Forget every remembered value (tests that run several stacks in one process)."""
+    global _by_length
+    _remembered.clear()
+    _values.clear()
+    _by_length = []
+
+
+def mask(text: str) -> str:
+    """``text`` with every remembered value and every known credential shape replaced by :data:`MASK`."""
+    for value in _by_length:
+        if value in text:
+            text = text.replace(value, MASK)
+    found = hits(text)
+    if not found:
+        return text
+    out, last = [], 0
+    for hit in found:
+        if hit.start >= last:
+            out += [text[last:hit.start], MASK]
+            last = hit.end
+        elif hit.end > last:  # overlapping shapes: the masked span grows
+            last = hit.end
+    return "".join([*out, text[last:]])
+
+
+def mask_data(value: Any, key: str = "") -> Any:
+    """``value`` (JSON-like data) with every secret replaced: a single word :func:`judge` flags under its key
+    becomes :data:`MASK` whole, any other string is :func:`mask`-ed (a command keeps its other words); keys
+    are masked too."""
+    if isinstance(value, Mapping):
+        return {mask(str(k)) if isinstance(k, str) else k: mask_data(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_data(v, key) for v in value]
+    if isinstance(value, str):
+        return MASK if not _has_space(value.strip()) and judge(key, value) else mask(value)
+    return value

@@ -1,0 +1,58 @@
+"""What planning one stack came to, when one command plans several: the row of the summary table
+(:func:`planning.render.summary_table`), of the JSON document and of the pull-request comment
+(:mod:`planning.comment`).
+
+Only figures and texts are kept, not the plan itself, so planning a hundred stacks holds one plan in
+memory at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel.errors import EXIT_OK, EXIT_POLICY, EXIT_USAGE
+
+
+@dataclass(frozen=True)
+class StackOutcome:
+    """One stack's verdict: planned (exit 0 or 1, its counts and cost) or refused (exit 2, the error)."""
+
+    stack: str
+    exit_code: int
+    out: str | None = None
+    """The output folder, as shown (None: nothing was written)."""
+    mandatory: int = 0
+    advisory: int = 0
+    waived: int = 0
+    ceiling_usd_per_hour: float | str | None = None
+    """Every cluster at max nodes (``"unknown"`` when a cluster has no price; None: not planned)."""
+    priced_ceiling_usd_per_hour: float = 0.0
+    """The same over the clusters that have a price: the least it can cost when the ceiling is unknown."""
+    diff: str | None = None
+    """The one-line verdict against the base (``--base``), when there was one."""
+    error: str | None = None
+    """Bad input: the error as the command printed it."""
+    policy_md: str | None = None
+    """The stack's ``policy.md``, kept when the pull-request comment is asked for."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """The stack's JSON summary (``--format json``), as one stack's plan prints it."""
+
+    @property
+    def verdict(self) -> str:
+        if self.exit_code == EXIT_USAGE:
+            return "bad input"
+        if self.exit_code == EXIT_POLICY:
+            return "failed"
+        return "passed"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"stack": self.stack, "exit_code": self.exit_code, "error": self.error}
+        return {**self.summary, "stack": self.stack, "exit_code": self.exit_code}
+
+
+def worst(codes: Iterable[int]) -> int:
+    """The exit code of several stacks' plans: bad input (2) over a mandatory failure (1) over success (0)."""
+    return max(codes, default=EXIT_OK)
