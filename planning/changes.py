@@ -7,9 +7,11 @@ A stack's plan reads three kinds of files, and a change to any of them can chang
   each run's code folder (the generated fabric checks' and the steps of pipelines and sweeps included);
   each pipeline step's component file; its pack config ``policies/config.<stack>.json``;
 * **the program** (:data:`PROGRAM`): ``__main__.py``, the project files, ``pyproject.toml`` and the
-  packages the plan runs (``infra/``, ``jobs/``, ``stack/``, ``policies/``, ``amlgpu/``): a change there
-  plans every stack. Under ``jobs/``, a folder that is a run's code folder (``jobs/workloads``) is that
-  run's workload, uploaded with it, not the program: a change there plans the stacks whose runs name it;
+  project's packages (:data:`PACKAGES`): a change there plans every stack. Inside a package, a folder
+  that is not itself a Python package (no ``__init__.py``, e.g. ``jobs/workloads``) and that a run names
+  as its code folder is that run's workload, uploaded with it: a change there plans the stacks whose runs
+  name it. Package code is program whatever a stack declares (``code: jobs/emulate`` does not make the
+  emulator one stack's input);
 * nothing else (docs, tests, examples, workflows, folders no stack names): no stack.
 
 What changed is what ``git diff`` reports between the merge base of the ref and ``HEAD`` and the working
@@ -36,11 +38,11 @@ from stack.project import LoadedStack, load_stack
 from stack.runs import FILE_PREFIX, InlineEnvironment
 
 KEY = "--changed-since"
-PROGRAM = ("__main__.py", "Pulumi.yaml", "Pulumi.yml", "Pulumi.json", "pyproject.toml",
-           "infra", "jobs", "model", "policies", "amlgpu")
-"""What every plan runs: a change under any of these plans every stack (see :func:`affected` for ``jobs/``)."""
-WORKLOAD_PARENT = "jobs"
-"""The program folder that also holds workloads: a run's code folder below it is not program code."""
+PACKAGES = ("amlgpu", "planning", "policies", "infra", "jobs", "importer", "preflight", "stack", "analysis",
+            "azurefacts", "kernel")
+"""The project's Python packages, top floor first (pyproject.toml packages them; a test keeps the two equal)."""
+PROGRAM = ("__main__.py", "Pulumi.yaml", "Pulumi.yml", "Pulumi.json", "pyproject.toml", *PACKAGES)
+"""What every plan runs: a change under any of these plans every stack (see :func:`affected` for workloads)."""
 
 
 def stack_file_names(name: str) -> tuple[str, ...]:
@@ -115,27 +117,42 @@ class Impact:
     """Stack name -> the changed paths among its own inputs (stacks with none left out)."""
 
 
+def package_folders(root: Path, packages: Iterable[str] = PACKAGES) -> frozenset[str]:
+    """The folders below ``root`` that are Python package code: each of ``packages`` and every folder
+    below it reached through folders that all hold an ``__init__.py`` (POSIX, relative to ``root``)."""
+    found: set[str] = set()
+    pending = [root / name for name in packages if (root / name / "__init__.py").is_file()]
+    while pending:
+        folder = pending.pop()
+        found.add(folder.relative_to(root).as_posix())
+        pending += [child for child in folder.iterdir()
+                    if child.is_dir() and not child.is_symlink() and (child / "__init__.py").is_file()]
+    return frozenset(found)
+
+
 def affected(changed: Iterable[str], inputs: Mapping[str, frozenset[str]],
-             program: Iterable[str] = PROGRAM) -> Impact:
-    """Sort ``changed`` paths into program changes and each stack's input changes.
+             program: Iterable[str] = PROGRAM, packages: frozenset[str] = frozenset()) -> Impact:
+    """Sort ``changed`` paths (as git reports them: POSIX, relative to the project root, used verbatim, so
+    a backslash in a file's name is part of that name) into program changes and each stack's input changes.
 
     ``inputs``: stack name -> :func:`stack_inputs`. ``program``: the program's paths (:data:`PROGRAM`,
-    plus files given on the command line that every plan reads). A path under ``jobs/`` inside a stack's
-    code folder below ``jobs/`` is that stack's workload, not program code."""
+    plus files given on the command line that every plan reads). ``packages``: :func:`package_folders`.
+    A path inside a program folder that is not package code, and inside a code folder a stack names below
+    that program folder, is that stack's workload, not program code; package code is always program."""
     program = tuple(_normal(p) for p in program)
     workloads = {path for paths in inputs.values() for path in paths
-                 if path.startswith(WORKLOAD_PARENT + "/")}
+                 if any(path.startswith(p + "/") for p in program)}
     pack_configs = {f"policies/config.{name}.json": name for name in inputs}
     touched: dict[str, list[str]] = {}
     program_changes: list[str] = []
-    for path in sorted({_normal(p) for p in changed}):
+    for path in sorted(set(changed)):
         for name, paths in inputs.items():
             if any(_under(path, named) for named in paths):
                 touched.setdefault(name, []).append(path)
         if path in pack_configs:
             continue  # one stack's pack config: that stack's input, found above
         in_program = any(_under(path, p) for p in program)
-        if in_program and _under(path, WORKLOAD_PARENT) and any(_under(path, w) for w in workloads):
+        if in_program and posixpath.dirname(path) not in packages and any(_under(path, w) for w in workloads):
             in_program = False
         if in_program:
             program_changes.append(path)
@@ -249,7 +266,7 @@ def select(root: Path, ref: str, candidates: Iterable[str], *, every_stack: bool
             unreadable.append(name)
     top = root.resolve()
     extra = [p.resolve().relative_to(top).as_posix() for p in read_by_every_plan if p.resolve().is_relative_to(top)]
-    impact = affected(changes.paths, inputs, program=(*PROGRAM, *extra))
+    impact = affected(changes.paths, inputs, program=(*PROGRAM, *extra), packages=package_folders(root))
     planned = [n for n in candidates if n in unreadable or impact.program or n in impact.stacks]
     deleted = [n for n in changes.deleted_stacks() if n not in candidates] if every_stack else []
     return Selection(changes, impact, tuple(planned), tuple(unreadable), tuple(deleted))

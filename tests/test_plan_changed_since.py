@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,9 @@ import pytest
 import yaml
 
 from kernel.errors import UserError
-from planning.changes import affected, select
+from planning.changes import PACKAGES, affected, package_folders, select
 from stack.project import load_stack, stack_names
-from tests.conftest import NS, dev_config, make_project
+from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_plan_stacks import plan as _plan
 
 pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
@@ -141,13 +142,19 @@ CASES: list[tuple[str, Callable[[Path], None], bool, list[str], list[str]]] = [
     ("a sweep trial's code folder", _append("src/sweep/train.py", "print(1)\n"), True, ["pipe"], []),
     ("a workload under jobs/ (runs and fabric checks)", _append("jobs/workloads/train_ddp.py", "# x\n"), True,
      ["alpha"], []),
+    ("a file named with backslashes in a workload folder", _append("jobs/workloads/..\\..\\id_rsa", "key\n"), True,
+     ["alpha"], []),
     ("its pack config", _append("policies/config.beta.json", "{}\n"), True, ["beta"], []),
     ("a policy rule", _append("policies/rules/extra.py", "X = 1\n"), True, EVERY, []),
     ("the shared pack config", _append("policies/config.json", "{}\n"), True, EVERY, []),
     ("program code under jobs/", _append("jobs/render.py", "X = 1\n"), True, EVERY, []),
     ("the program's components", _append("infra/network.py", "X = 1\n"), True, EVERY, []),
     ("the model", _append("stack/config.py", "X = 1\n"), True, EVERY, []),
-    ("the CLI", _append("planning/render.py", "X = 1\n"), True, EVERY, []),
+    ("the plan pipeline", _append("planning/render.py", "X = 1\n"), True, EVERY, []),
+    ("the CLI", _append("amlgpu/cli.py", "X = 1\n"), True, EVERY, []),
+    ("the kernel", _append("kernel/secrets.py", "X = 1\n"), True, EVERY, []),
+    ("an analyser", _append("analysis/interconnect.py", "X = 1\n"), True, EVERY, []),
+    ("the Azure facts", _append("azurefacts/prices.json", "{}\n"), True, EVERY, []),
     ("the program's entry", _append("__main__.py"), True, EVERY, []),
     ("the project file", _append("Pulumi.yaml"), True, EVERY, []),
     ("the dependencies", _append("pyproject.toml", "[x]\n"), True, EVERY, []),
@@ -197,11 +204,36 @@ def test_a_changed_pack_config_given_on_the_command_line_plans_every_stack(repo:
 
 def test_a_code_folder_below_jobs_is_a_workload_but_jobs_itself_is_the_program() -> None:
     inputs = {"a": frozenset({"jobs/workloads"}), "b": frozenset({"jobs"}), "c": frozenset({"src"})}
-    impact = affected(["jobs/workloads/x.py"], inputs)
+    packages = frozenset({"jobs", "jobs/emulate"})
+    impact = affected(["jobs/workloads/x.py"], inputs, packages=packages)
     assert impact.program == ()
     assert dict(impact.stacks) == {"a": ("jobs/workloads/x.py",), "b": ("jobs/workloads/x.py",)}
-    impact = affected(["jobs/render.py", "jobs/workloads2/x.py"], inputs)
+    impact = affected(["jobs/render.py", "jobs/workloads2/x.py"], inputs, packages=packages)
     assert impact.program == ("jobs/render.py", "jobs/workloads2/x.py")
+
+
+def test_package_code_is_the_program_whatever_a_stack_declares() -> None:
+    # A stack naming the gate's own code as its code folder does not make the emulator its input alone.
+    inputs = {"a": frozenset({"jobs/emulate"}), "b": frozenset({"kernel"})}
+    impact = affected(["jobs/emulate/prepare.py", "kernel/secrets.py"], inputs,
+                      packages=frozenset({"jobs", "jobs/emulate", "kernel"}))
+    assert impact.program == ("jobs/emulate/prepare.py", "kernel/secrets.py")
+
+
+def test_a_file_name_with_backslashes_stays_in_its_folder() -> None:
+    # git reports the path verbatim; a backslash is part of the file's name on POSIX, not a separator that
+    # could walk the path up to the project root.
+    name = "jobs/workloads/..\\..\\id_rsa"
+    impact = affected([name], {"a": frozenset({"jobs/workloads"})}, packages=frozenset({"jobs"}))
+    assert dict(impact.stacks) == {"a": (name,)} and impact.program == ()
+
+
+def test_the_program_is_every_package_the_project_ships() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    shipped = {name.rstrip("*") for name in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert set(PACKAGES) == shipped == set(project["tool"]["importlinter"]["root_packages"])
+    folders = package_folders(ROOT)
+    assert {"jobs", "jobs/emulate", "kernel", "policies/rules"} <= folders and "jobs/workloads" not in folders
 
 
 def test_the_command_plans_the_changed_stacks_and_reports_the_deleted_ones(
