@@ -170,10 +170,10 @@ def test_plan_writes_into_an_empty_out_folder(project: Path, capsys: pytest.Capt
 # ``&`` in a script), and Python keeps an inherited SIG_IGN, so the signal would never arrive.
 SLOW_WRITER = """
 import sys, time
-from amlgpu import interrupts
+from kernel import interrupts
 interrupts.install()
 import amlgpu.commands.plan as plan
-from amlgpu import artifacts
+from planning import artifacts
 
 def write_text(path, text):
     artifacts.write_text(path, text)

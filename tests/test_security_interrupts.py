@@ -94,10 +94,10 @@ def test_ctrl_c_at_any_moment_exits_130_with_one_line(project: Path, phase: str,
 
 SLOW_WRITE = """
 import sys, time
-from amlgpu import interrupts
+from kernel import interrupts
 interrupts.install()  # what the console script does: `python -c` is not it
 import amlgpu.commands.plan as plan
-from amlgpu import artifacts
+from planning import artifacts
 
 def write_text(path, text):
     artifacts.write_text(path, text)
@@ -235,7 +235,7 @@ def test_a_worktree_cut_short_while_being_added_is_removed_too(tmp_path: Path) -
 
 SHIELDED = """
 import os, signal, sys
-from amlgpu import interrupts
+from kernel import interrupts
 interrupts.install()
 steps = []
 try:
@@ -259,9 +259,9 @@ def test_a_ctrl_c_inside_a_shielded_cleanup_waits_for_its_end() -> None:
 
 SLOW_CHECK = """
 import os, pathlib, sys, time
-from amlgpu import interrupts
+from kernel import interrupts
 interrupts.install()  # what the console script does: `python -c` is not it
-from model import stackfile
+from stack import stackfile
 
 read = stackfile.read
 

@@ -1,6 +1,6 @@
-"""The import direction stays top-down: ``amlgpu`` (the CLI) -> ``policies`` -> ``jobs`` -> ``model``
-(the stack model) -> ``infra``. import-linter checks the packages (contract in pyproject.toml); the
-Pulumi program ``__main__.py`` is a script, not a package, so its imports are checked here."""
+"""The import direction stays top-down, floor by floor (docs/development.md), and the features stay
+independent: import-linter checks the packages (contracts in pyproject.toml); the Pulumi program
+``__main__.py`` is a script, not a package, so its imports are checked here."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from planning.changes import PACKAGES
 from tests.conftest import ROOT
 
-PROGRAM_MAY_IMPORT = {"model", "infra", "jobs"}
-PROJECT_PACKAGES = {"amlgpu", "policies", "jobs", "model", "infra"}
+PROGRAM_MAY_IMPORT = {"infra", "jobs", "stack", "analysis", "azurefacts", "kernel"}
+"""The Pulumi program wires components and declared runs from the stack: never the CLI, the plan or the gate."""
 
 
 def _lint_imports() -> subprocess.CompletedProcess[str]:
@@ -24,7 +27,7 @@ def _lint_imports() -> subprocess.CompletedProcess[str]:
 def test_packages_import_only_downwards() -> None:
     result = _lint_imports()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def _top_level_imports(path: Path) -> set[str]:
@@ -37,23 +40,27 @@ def _top_level_imports(path: Path) -> set[str]:
     return names
 
 
-def test_the_pulumi_program_imports_the_model_infra_and_jobs_only() -> None:
-    used = _top_level_imports(ROOT / "__main__.py") & PROJECT_PACKAGES
+def test_the_pulumi_program_imports_neither_the_cli_nor_the_plan_nor_the_gate() -> None:
+    used = _top_level_imports(ROOT / "__main__.py") & set(PACKAGES)
     assert used <= PROGRAM_MAY_IMPORT, f"__main__.py imports {sorted(used - PROGRAM_MAY_IMPORT)}"
-    assert "model" in used
+    assert {"stack", "infra", "jobs"} <= used
 
 
-def test_the_contract_catches_an_upward_import(tmp_path: Path) -> None:
-    # The checker must be able to fail: a copy of the packages with one upward import breaks it.
-    for package in PROJECT_PACKAGES:
+@pytest.mark.parametrize(("target", "line", "expected"), [
+    ("kernel/errors.py", "import amlgpu.cli", "kernel.errors -> amlgpu.cli"),  # an upward import
+    ("preflight/deploy.py", "import jobs.render", "preflight.deploy -> jobs.render"),  # one feature into another
+])
+def test_the_contracts_catch_a_broken_import(tmp_path: Path, target: str, line: str, expected: str) -> None:
+    # The checker must be able to fail: a copy of the packages with one forbidden import breaks it.
+    for package in PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    target = tmp_path / "model" / "errors.py"
-    target.write_text(target.read_text() + "\nimport amlgpu.cli  # noqa: E402\n")
+    path = tmp_path / target
+    path.write_text(path.read_text() + f"\n{line}  # noqa: E402\n")
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
     result = subprocess.run(
         [exe, "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert result.returncode != 0
-    assert "kernel.errors -> amlgpu.cli" in result.stdout
+    assert expected in result.stdout
