@@ -81,7 +81,7 @@ class _References:
 class StackConfig(BaseModel):
     """Everything one stack declares."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     location: str = Field(min_length=1)
     subscription_id: str | None = None

@@ -37,7 +37,7 @@ from stack.infrastructure import BuildContext, Capability, is_reference
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 PositiveCount = Annotated[StrictInt, Field(ge=1)]
