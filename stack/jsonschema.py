@@ -38,7 +38,8 @@ from azurefacts import skus
 from azurefacts.enums import AzureSpelling
 from azurefacts.naming import NamingRule
 from stack import NAMESPACE
-from stack.config import LOCATION_KEY, SUBSCRIPTION_KEY, StackConfig
+from stack.config import StackConfig
+from stack.keys import LOCATION_KEY, SUBSCRIPTION_KEY
 
 SCHEMA_PATH = "schema/stack.schema.json"
 """Where the committed schema lives, relative to the project root."""
