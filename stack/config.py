@@ -7,8 +7,9 @@ Precedence and sources, explicitly:
 2. ``azure-native:location`` for the region when ``workspace.location`` is not set;
 3. the model's defaults, which are the secure ones.
 
-Cross-references (a run's cluster and environment, placeholders, the code folder) are checked here,
-so a stack that validates can always be planned. Whether a run *fits* its cluster is policy.
+Cross-references (a run's cluster and environment, placeholders, the code folder) are checked while
+validating (:mod:`stack.references`), so a stack that validates can always be planned; every problem is
+reported at once, in our words (:mod:`stack.diagnostics`). Whether a run *fits* its cluster is policy.
 """
 
 

@@ -12,7 +12,7 @@ Shape, so typos fail in the editor as they fail in ``amlgpu plan``:
 * every object of the namespace has ``additionalProperties: false``;
 * Azure naming rules become ``pattern`` (with ``patternErrorMessage``, which yaml-language-server shows
   instead of the bare regex), GPU sizes an ``enum`` of the catalogue's spellings;
-* no value of the namespace may be a secret (``{secure: ...}``): see ``stack.config.NOT_A_SECRET``.
+* no value of the namespace may be a secret (``{secure: ...}``): see ``stack.secrecy.NOT_A_SECRET``.
 
 What a schema cannot express (cross-references between clusters and runs, files on disk, one of
 ``image``/``build``/``reference``) is checked by the model; the schema never rejects a stack the

@@ -242,7 +242,7 @@ class PipelineJob(Model):
 
     @property
     def runs(self) -> dict[str, Run]:
-        """Each step as the run it is (read from the stack: see :mod:`stack.config`), by step name."""
+        """Each step as the run it is (read in by :func:`stack.references.resolved`), by step name."""
         return dict(self._runs)
 
     def with_runs(self, runs: Mapping[str, Run]) -> PipelineJob:

@@ -272,7 +272,7 @@ class SweepJob(Model):
 
     @property
     def runs(self) -> dict[str, Run]:
-        """``{"trial": <the trial as a run>}`` (read from the stack: see :mod:`stack.config`)."""
+        """``{"trial": <the trial as a run>}`` (read in by :func:`stack.references.resolved`)."""
         return dict(self._runs)
 
     def with_runs(self, runs: Mapping[str, Run]) -> SweepJob:
