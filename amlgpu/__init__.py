@@ -1,10 +1,9 @@
 """aml-gpu-training's command-line tool, ``amlgpu``: the top floor.
 
-Commands, the offline plan (a mock engine), artifacts and reports. The stack model it works on is
-the :mod:`model` package; nothing below this package imports it.
-
-Started as ``amlgpu`` (the console script, or ``python -m amlgpu``), the package takes over Ctrl-C
-before anything else is imported (:mod:`kernel.interrupts`).
+Commands (:mod:`amlgpu.commands`) over the plan (:mod:`planning`), the gate (:mod:`policies`) and the
+features below; nothing imports this package. Started as ``amlgpu`` (the console script, or
+``python -m amlgpu``), the package takes over Ctrl-C before anything else is imported
+(:mod:`kernel.interrupts`).
 """
 
 import sys as _sys

@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from stack import NAMESPACE
-from stack.config import LOCATION_KEY
 from stack.jsonschema import SCHEMA_PATH, stack_schema
+from stack.keys import LOCATION_KEY
 
 DOCS_PATH = "docs/config.md"
 """Where the committed reference lives, relative to the project root."""

@@ -1,34 +1,11 @@
 """The interconnect settings a run's processes will see, and what NCCL, Open MPI and UCX make of them.
 
 A multi-node run on an InfiniBand cluster can be moved to TCP by a handful of settings, which reach its
-processes from five places: the image (a Dockerfile's ``ENV``, and configuration files it writes or
-copies: ``/etc/nccl.conf``, ``~/.nccl.conf``, Open MPI's ``mca-params.conf`` files), the run's
-``environment_variables``, ``docker_args`` (``-e``/``--env``), the command (evaluated as bash would by
-:mod:`analysis.shell`: ``export``, prefixes, ``env``, ``eval``, ``bash -c``, files it writes before the
-training starts), and ``mpirun``'s own ``-x``/``--mca`` options. :func:`baked` reads the image's part
-from a build context (with :mod:`analysis.dockerfile`), :func:`assess` puts the rest together for each
+processes from the image, ``environment_variables``, ``docker_args``, the command and ``mpirun``'s options.
+:func:`baked` reads the image's part from a build context, :func:`assess` puts the rest together for each
 process the command starts and :func:`judge` says what each setting does, by the libraries' own rules
-(sources, with commits, in docs/infiniband.md):
-
-* NCCL reads integer parameters with ``strtoll(value, NULL, 0)`` (src/misc/param.cc): ``"0x1"``,
-  ``"2"``, ``"010"`` and ``" 1"`` are non-zero and disable InfiniBand; ``"true"``, ``"yes"`` parse as 0
-  and change nothing; a value out of range falls back to the default (0).
-* NCCL reads ``$NCCL_CONF_FILE`` (else ``$HOME/.nccl.conf``), then ``/etc/nccl.conf``: each line
-  ``NAME=value`` (no trimming, no quotes, ``#`` only in the first column) is set with ``setenv(...,
-  0)``, so the environment wins over the files and the first file over the second.
-* ``NCCL_IB_HCA`` is a list of name prefixes (``=`` for exact names, a leading ``^`` to exclude, a
-  ``:port`` suffix; src/transport/net_ib/init.cc and src/misc/utils.cc): ``^mlx5`` excludes every
-  Mellanox HCA, which are all Azure has.
-* ``NCCL_NET`` names the network NCCL uses, case-insensitively: ``Socket`` is TCP. ``NCCL_NET_PLUGIN``
-  only adds external plugins: the internal InfiniBand transport is always added after them.
-* Open MPI carries InfiniBand through the ``ucx`` PML only (v5 has no ``openib`` BTL):
-  ``OMPI_MCA_pml=ob1`` or ``^ucx`` leaves MPI traffic on TCP. The same parameter in an MCA parameter
-  file (``pml = ob1``) counts below the environment; ``mpirun --mca pml ob1`` above it.
-* UCX: ``UCX_TLS`` without an ``rc`` or ``dc`` transport (or ``ib``/``all``), or ``UCX_NET_DEVICES``
-  naming no ``mlx5`` device, keeps UCX off InfiniBand.
-
-What cannot be evaluated (a ``$VAR`` known only at run time, ``eval`` of an unknown string, ``source``,
-a setting made on some paths only) is "cannot tell", never silently dropped and never mandatory.
+(docs/development.md, "analysis/interconnect.py"; sources with commits in docs/infiniband.md). What cannot be
+evaluated is "cannot tell", never silently dropped and never mandatory.
 """
 
 from __future__ import annotations

@@ -1,43 +1,11 @@
 """Launch topology: what a run's command starts on each node, read from the command as bash would run it.
 
-Azure ML runs a run's command on every node (``instance_count``), ``process_count_per_instance`` times,
-and gives each copy the variables of its distribution (:func:`contract`). A launcher inside the command
-then decides how many nodes it waits for and where their processes meet. This module reads each launcher
-the command starts, in the command itself or in a shell script of the code folder it runs (the command is
-evaluated by :mod:`analysis.shell`: quotes, variables, ``cd``, ``bash -c`` bodies and scripts followed), into
-a :class:`Launch`: the nodes it waits for, how its nodes find each other (the rendezvous) and how each node
-learns its rank. :mod:`policies.rules.launch` judges those facts against the run.
-
-Each launcher's flags follow its own source (flag names, which ones take no value, and defaults):
-
-* torchrun / ``python -m torch.distributed.run`` / ``torch.distributed.launch``: ``torch/distributed/run.py``
-  (``get_args_parser``, ``run``, ``config_from_args``): ``--nnodes`` ``N`` or ``MIN:MAX`` (default ``1:1``),
-  ``--rdzv-backend`` (default ``static``), ``--rdzv-endpoint``, ``--node-rank`` (default 0, static only),
-  ``--master-addr`` (default ``127.0.0.1``, static only, when no endpoint), ``--master-port``;
-  ``--standalone`` is a c10d rendezvous on ``localhost:0`` of each node; a static launch of at most one
-  node with no endpoint and no ``--master-port`` becomes the same; a c10d endpoint left empty is
-  ``localhost`` (``parse_rendezvous_endpoint``). Values come from ``PET_<NAME>`` variables when a flag
-  is not given (``torch.distributed.argparse_util.env``), never from ``MASTER_ADDR``/``NODE_RANK``.
-* ``accelerate launch``: ``accelerate/commands/launch.py`` and ``accelerate/utils/launch.py``
-  (``prepare_multi_gpu_env``): ``--num_machines`` (else the config file, else 1), ``--num_processes`` is
-  the total over all machines, ``--machine_rank`` and ``--main_process_ip`` become torchrun's node rank and
-  rendezvous endpoint when ``--num_machines`` > 1 (``int(None)`` and ``None:29500`` without them); one
-  machine is a standalone launch on each node.
-* the ``deepspeed`` launcher: ``deepspeed/launcher/runner.py`` (microsoft/DeepSpeed): without a hostfile
-  (``--hostfile``, default ``/job/hostfile``, which Azure ML does not write) it runs on ``localhost`` only,
-  with ``--master_addr 127.0.0.1``; ``--num_nodes`` > 1 without one stops with "Num nodes is >1 but no
-  extra nodes available via hostfile"; with one it starts every node's processes itself over passwordless
-  SSH (pdsh by default), which Azure ML does not set up.
-* ``fabric run`` / ``lightning run model``: ``lightning/fabric/cli.py``: ``--num-nodes`` (1),
-  ``--node-rank`` (0), ``--main-address`` (``127.0.0.1``), passed to torchrun's static rendezvous.
-  A Lightning script's ``--trainer.num_nodes`` (LightningCLI) is ``Trainer(num_nodes=...)``; Lightning
-  reads MASTER_ADDR, MASTER_PORT and NODE_RANK from the environment.
-* ``mpirun``/``mpiexec``/``horovodrun`` inside the command: without ``-H``/``--host``/``--hostfile`` they
-  start every rank on the node they run on; with them they reach the other nodes over SSH.
-
-What cannot be read (a variable only known at run time that is not one of Azure ML's, a flag inside a
-variable, ``eval``, a script outside the code folder) is recorded in :attr:`Launch.unknown`: unknown,
-never taken as right or wrong.
+Azure ML runs a run's command on every node, ``process_count_per_instance`` times, with its distribution's
+variables (:func:`contract`). Each launcher the command starts (in the command or a shell script of the code
+folder, evaluated by :mod:`analysis.shell`) is read into a :class:`Launch`: the nodes it waits for, its
+rendezvous, how each node learns its rank; :mod:`policies.rules.launch` judges them. Each launcher's flags follow
+its own source (torchrun, accelerate, deepspeed, Lightning Fabric's CLI, mpirun): docs/development.md,
+"analysis/topology.py". What cannot be read is :attr:`Launch.unknown`, never taken as right or wrong.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ PAYLOADS: dict[str, Mutation] = {
     "url-credentials": _commands("://a:"),
     "authorization": _commands("Authorization: "),
     "credential-flags": _commands("--token "),
-    # policies/rules/runs.py: a master task name followed by separators
+    # policies/rules/runs/tensorflow.py: a master task name followed by separators
     "master-task": _commands("task_type" + " " * 64),
     # jobs/launchers.py: one long shell word
     "one-word": _commands("a"),

@@ -23,8 +23,9 @@ from importer.base import Draft
 from kernel import bounded
 from kernel.errors import UserError
 from stack import NAMESPACE
-from stack.pipelines import PipelineJob, SweepJob
+from stack.pipelines import PipelineJob
 from stack.runs import Run
+from stack.sweeps import SweepJob
 
 JOBS_KEY = f"{NAMESPACE}:jobs"
 ENVIRONMENTS_KEY = f"{NAMESPACE}:environments"

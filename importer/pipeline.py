@@ -35,7 +35,8 @@ from importer.cliv2 import (
     load_yaml,
 )
 from importer.mapping import Context, map_compute, project_path
-from stack.pipelines import PIPELINE, SWEEP
+from stack.pipelines import PIPELINE
+from stack.sweeps import SWEEP
 
 KIND = {PIPELINE: "CLI v2 pipeline job", SWEEP: "CLI v2 sweep job"}
 _COMMON = ("display_name", "experiment_name", "description", "tags")

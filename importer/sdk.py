@@ -1,37 +1,9 @@
 """Azure ML SDK scripts as stack ``jobs`` entries, read with :mod:`ast` (never executed).
 
-SDK v1 (azureml-core): each ``ScriptRunConfig(...)`` becomes a run. The distributed configurations map
-with their documented v1 semantics (Microsoft Learn, "Distributed GPU training guide (SDK v1)", and
-azureml-core's ``ScriptRunConfig``, which sets the run's node count from them):
-
-========================================================  ===================================================
-v1                                                        stack (CLI v2 vocabulary)
-========================================================  ===================================================
-``MpiConfiguration(process_count_per_node=P,              ``distribution: {type: mpi, process_count_per_instance:
-node_count=N)`` (defaults 1, 1)                           P}``, ``resources.instance_count: N``
-``PyTorchConfiguration(process_count=T, node_count=N)``   ``type: pytorch``, ``process_count_per_instance: T/N``
-                                                          (T is the total; not divisible by N is exit 2)
-``PyTorchConfiguration(node_count=N)``                    ``process_count_per_instance: 1`` (v1 starts one process
-                                                          per node: the per-node launch of torch.distributed.launch)
-``TensorflowConfiguration(worker_count=W,                 ``type: tensorflow``, ``worker_count: W``,
-parameter_server_count=S)`` (defaults 1, **1**)           ``parameter_server_count: S``, ``instance_count: W``
-no ``distributed_job_config``                             ``type: pytorch``, 1 process on 1 node (v1 ran it once)
-``script`` + ``arguments`` / ``command``                  ``command`` (``python <script> <arguments>``;
-                                                          ``$AZ_BATCHAI_*``/``$AZ_BATCH_*`` kept as written)
-``Environment.get(ws, name, version)``                    ``azureml:<name>:<version>`` (``@latest`` without one)
-``Environment.from_conda_specification`` / ``_dockerfile``  a stack environment (image + conda file / build)
-``compute_target``                                        ``compute`` (mapped to the stack's clusters)
-``max_run_duration_seconds``                              ``limits.timeout``
-``dataset.as_download()`` / ``.as_mount()``               an input ``${{inputs.<name>}}`` (``download`` /
-                                                          ``ro_mount``) of the registered dataset
-========================================================  ===================================================
-
-SDK v2 (azure-ai-ml): each ``command(...)`` call with its keyword arguments, in the CLI v2 vocabulary
-it already uses. Relative paths (``source_directory``, ``code``, conda files) are read against the
-script's folder, where Azure's examples run their scripts from.
-
-What the text does not determine (a value computed at run time, a configuration passed as a
-``RunConfiguration``) is left as a placeholder naming the file and line.
+SDK v1 (azureml-core): each ``ScriptRunConfig(...)`` becomes a run, its distributed configuration mapped with
+its documented v1 semantics (the table: docs/development.md, "importer/sdk.py"). SDK v2 (azure-ai-ml): each
+``command(...)`` call with its keyword arguments, already in CLI v2 vocabulary. Relative paths are read against
+the script's folder; what the text does not determine is left as a placeholder naming the file and line.
 """
 
 from __future__ import annotations

@@ -1,34 +1,11 @@
 """Launch styles: which program starts a run's training processes, read from its command and distribution.
 
-Azure ML starts ``process_count_per_instance`` processes per node itself (``distribution: pytorch``
-or ``mpi``; TensorFlow: one per worker). What runs inside them decides whether that count must be
-the node's GPUs or 1.
-
-Started by Azure ML, one process (or MPI rank) per GPU:
-
-* ``per-process``: plain ``python script.py`` under ``distribution: pytorch``;
-* ``hf-trainer``: the same with Hugging Face Trainer arguments (``--model_name_or_path``,
-  ``--per_device_train_batch_size``);
-* ``horovod``: ``distribution: mpi`` with Horovod in the command or the environment's name;
-* ``mpi``: any other program under ``distribution: mpi``.
-
-Per-node launchers, started once per node, starting the GPU processes themselves:
-
-* ``torchrun``: ``torchrun`` or ``python -m torch.distributed.run``;
-* ``torch.distributed.launch``: ``python -m torch.distributed.launch``;
-* ``lightning``: ``lightning run`` / ``fabric run``, ``python -m lightning``, LightningCLI
-  ``--trainer.*`` flags, or a script named ``*lightning*``;
-* ``accelerate``: ``accelerate launch``;
-* ``deepspeed``: the ``deepspeed`` CLI (``python -m deepspeed.launcher.runner``), not a script's
-  ``--deepspeed`` flag.
-
-TensorFlow, one task per node: ``tf-multiworker`` (no parameter servers) and ``tf-parameter-server``.
-
-A per-node launcher found anywhere in the command wins over the distribution's own style (Lightning
-or torchrun under ``distribution: mpi`` are still per-node launchers). The command is evaluated as bash
-would run it (:mod:`analysis.shell`: quotes, variables, ``cd``, ``bash -c`` bodies, the code folder's shell
-scripts it starts) and each launcher is read with its own flags' meaning (:mod:`analysis.topology`). A Python
-script that spawns its own workers without saying so on the command line looks per-process.
+Started by Azure ML, one process (or MPI rank) per GPU: ``per-process``, ``hf-trainer``, ``horovod``, ``mpi``.
+Per-node launchers, started once per node, starting the GPU processes themselves: ``torchrun``,
+``torch.distributed.launch``, ``lightning``, ``accelerate``, ``deepspeed``. TensorFlow: ``tf-multiworker`` and
+``tf-parameter-server``. A per-node launcher anywhere in the command (evaluated as bash would run it, by
+:mod:`analysis.shell`) wins over the distribution's own style. How each style is recognised: docs/development.md,
+"jobs/launchers.py".
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ from typing import Any
 
 from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
 from stack.config import StackConfig
-from stack.pipelines import TRIAL, Composite, PipelineJob, SweepJob, output_bindings, qualified
+from stack.pipelines import Composite, PipelineJob, output_bindings, qualified
 from stack.resolved import ResolvedRun, _restore_ints
+from stack.sweeps import TRIAL, SweepJob
 
 PIPELINE_TYPE = "aml-gpu-training:jobs:PipelineJob"
 SWEEP_TYPE = "aml-gpu-training:jobs:SweepJob"

@@ -1,31 +1,12 @@
 """Reading untrusted files within limits: the one YAML loader every YAML the project reads goes through, the one
 Python parser for scripts and code folders, and JSON (files and text) read within a size.
 
-Fork pull requests run the gate, so a stack file, the conda and environment files it names, ``Pulumi.yaml``,
-the job files ``amlgpu import`` reads and the pack configs are hostile input. Each is read here with three
-limits (:class:`Limits`), checked before anything is built from it:
-
-* **size**: at most ``max_bytes`` are read (a link to ``/dev/zero`` or a file of gigabytes is refused
-  without being read whole);
-* **expansion**: at most ``max_nodes`` values, each alias counted as the whole value it repeats. Without
-  this a 10-line file of nested anchors (an alias bomb) expands to billions of values in whatever walks
-  it (``json.dumps``, azure-ai-ml's job serialisation, a recursive copy). Go's YAML reader, which Pulumi
-  and Kubernetes use, bounds alias expansion the same way (CVE-2019-11253);
-* **depth**: at most ``max_depth`` nested lists and mappings. libyaml's composer recurses in C, where a
-  document nested 100,000 levels deep crashes the interpreter instead of raising an error, and PyYAML's
-  pure-Python composer recurses into a ``RecursionError``.
-
-An alias inside its own anchor (``&a [1, *a]``, a value that contains itself) is refused too. Problems are
-:class:`BoundedInputError` (a ``ValueError`` with the 1-based line when known); the layers above turn it
-into their own error naming the file and key.
-
-Values are read as the Pulumi CLI's Go YAML reader would: duplicate keys are an error, and a date stays the
-string it looks like (PyYAML would make ``2027-03-31`` a ``date``).
-
-Python (:func:`parse_python`: the scripts ``amlgpu import`` reads, the modules of a run's code folder) has the
-same three limits: bytes, syntax nodes, depth. Python's own parser builds trees about 3,000 levels deep from flat
-text (``a.b.b.b...``, ``1+1+1...``, a long ``elif`` chain), deeper than a recursive walk can follow, and fails
-deeper still with a ``RecursionError`` or ``MemoryError``: all are a :class:`BoundedInputError`.
+Fork pull requests run the gate, so every file it reads is hostile input, read here within three limits
+(:class:`Limits`): **size** (``max_bytes``), **expansion** (``max_nodes``, aliases counted in full: no alias
+bomb) and **depth** (``max_depth``: no interpreter crash in a recursive composer or walk). Problems are
+:class:`BoundedInputError` (a ``ValueError`` with the line when known). YAML is read as the Pulumi CLI's Go
+reader would (duplicate keys refused, dates kept as strings). Why each limit: docs/development.md,
+"kernel/bounded.py".
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """The rule catalogue: every rule of every family module, by id, in a stable order.
 
 Adding a rule is a row in ``policies/rules/properties.yaml`` when it only compares one property
-(:mod:`policies.properties`), else a decorated function in a family module; nothing else lists it.
+(:mod:`policies.properties`), else a decorated function in a family module (or in a subject module of a
+family package, such as ``policies/rules/runs/``); nothing else lists it.
 """
 
 from __future__ import annotations
 
-from types import MappingProxyType
+import importlib
+import pkgutil
+from types import MappingProxyType, ModuleType
 
 from policies.properties import table_rules
 from policies.rule import Rule
@@ -35,6 +38,13 @@ def _name(module: object) -> str:
     return getattr(module, "__name__", "").rsplit(".", 1)[-1]
 
 
+def _modules(family: ModuleType) -> list[ModuleType]:
+    """A family module, or the subject modules of a family package (``policies/rules/runs/``)."""
+    if not hasattr(family, "__path__"):
+        return [family]
+    return [importlib.import_module(f"{family.__name__}.{info.name}") for info in pkgutil.iter_modules(family.__path__)]
+
+
 def _collect() -> tuple[Rule, ...]:
     rules: list[Rule] = []
     seen: dict[str, str] = {}
@@ -45,7 +55,8 @@ def _collect() -> tuple[Rule, ...]:
         raise ValueError(f"property rules {strays} name no family module")
     for module in FAMILIES:
         # A family's rules: its decorated functions, and the rules it makes from rows of its own table.
-        coded = [v for v in vars(module).values() if isinstance(v, Rule)] + list(getattr(module, "TABLE_RULES", ()))
+        coded = [v for part in _modules(module) for v in vars(part).values() if isinstance(v, Rule)]
+        coded += list(getattr(module, "TABLE_RULES", ()))
         found = sorted([*coded, *(r for r in table if r.family == _name(module))], key=lambda r: r.id)
         for rule in found:
             if rule.id in seen:

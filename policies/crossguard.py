@@ -1,30 +1,10 @@
 """CrossGuard adapter: the same rules as Pulumi policies, for ``pulumi preview --policy-pack policies``.
 
-* each resource rule becomes a ``ResourceValidationPolicy`` on its resource types;
-* each run rule becomes a ``ResourceValidationPolicy`` on the ``DistributedRun`` component, whose
-  props are the resolved run (:meth:`ResolvedRun.from_props`);
-* each stack rule becomes a ``StackValidationPolicy``;
-* two more stack policies keep waivers honest: ``policy-waivers`` (mandatory) rejects a waiver
-  naming an unknown rule or resource, or one the governance refuses (a critical rule waived in a stack
-  file, an expiry too far ahead: :func:`policies.waivers.check_governance`), and
-  ``policy-waived-findings`` (advisory) reports every finding a waiver excuses, so waived findings are
-  never silent in CrossGuard either.
-
-One pack config for both gates: the stack's own, as ``amlgpu plan --stack S`` reads it
-(``policies/config.<S>.json`` when it exists, e.g. prod's strict profile, else ``policies/config.json``:
-:func:`policies.packconfig.default_path`). Pulumi starts a policy pack with the stack's name in
-``PULUMI_STACK`` and its config in ``PULUMI_CONFIG`` (pulumi/pulumi, pkg/resource/plugin/analyzer_plugin.go,
-``constructEnv``), so the pack registers each policy with the enforcement level and parameter defaults of
-that pack config; ``--policy-pack-config`` can still set a parameter explicitly. Waivers live in the stack
-file (``aml-gpu-training:waivers``) and in that pack config (key ``policy-waivers``), neither of which
-CrossGuard hands to a policy's validation: they are read from the project folder this pack sits in, the
-stack's name taken from the resource URNs, and a waiver applies only to the finding whose fingerprint it
-names. The stack's provider and engine settings (``stack-provider-settings-allowed``) are read from
-``PULUMI_CONFIG``, the config ``pulumi up`` really runs with, else from the stack file.
-
-Props arrive as CrossGuard proxies (values unknown during preview raise when read) with numbers as
-floats; :func:`plain` turns them into the wire shape the rules read (unknowns as
-:data:`~policies.wire.UNKNOWN`, integral numbers as ints).
+Resource and run rules become ``ResourceValidationPolicy`` (run rules on the ``DistributedRun`` component),
+stack rules ``StackValidationPolicy``; ``policy-waivers`` and ``policy-waived-findings`` keep waivers honest.
+One pack config for both gates, the stack's own (:func:`policies.packconfig.default_path`); waivers and provider
+settings are read from the project folder and ``PULUMI_CONFIG``. :func:`plain` turns CrossGuard's proxies into
+the wire shape the rules read. Design notes: docs/development.md, "policies/crossguard.py".
 """
 
 from __future__ import annotations

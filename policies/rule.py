@@ -130,7 +130,9 @@ def _parameters(check: Callable[..., Any]) -> Mapping[str, Any]:
 
 
 def _family(check: Callable[..., Any]) -> str:
-    return check.__module__.rsplit(".", 1)[-1]
+    """The module directly under ``policies.rules`` (a family split by subject is a package: its name)."""
+    parts = check.__module__.split(".")
+    return parts[2] if parts[:2] == ["policies", "rules"] and len(parts) > 2 else parts[-1]
 
 
 def _make(kind: Kind, types: tuple[str, ...], meta: dict[str, Any]) -> Callable[[Callable[..., Any]], Rule]:

@@ -1,32 +1,11 @@
 """The preflight: what would stop the first ``pulumi up`` of a stack, found before it runs.
 
-Two halves.
-
-**Offline** (:func:`offline`), from the stack model alone, also written by ``amlgpu plan`` to
-``build/<stack>/preflight.json``:
-
-* the vCPU demand per VM family and tier: ``max_instances`` x the size's vCPUs, summed per family, for
-  dedicated and low-priority clusters (the image-build cluster of a private workspace included): what the
-  region's Azure ML compute quota must hold when every cluster is scaled out;
-* what the deploying principal needs: create role assignments (the clusters' identities, its own data role),
-  write build contexts (a data action the stack grants it), join an existing subnet.
-
-**Live** (:func:`live_checks`), read-only calls to Azure Resource Manager with the deployer's own credential,
-each an OK / PROBLEM / UNKNOWN row with a one-line fix:
-
-* quota: Azure ML's usages API for the region (``Microsoft.MachineLearningServices/locations/usages``), per
-  family for dedicated vCPUs and against the regional totals (low priority has only a regional total);
-* the size offered in the region, restrictions included (``Microsoft.Compute/skus``);
-* the principal's permissions on the resource group (``Microsoft.Authorization/permissions``);
-* a soft-deleted workspace holding the name: a GET answers 404 for one, so the subscription's activity log
-  (``Microsoft.Insights/eventtypes/management/values``) is asked for a delete of that workspace within the
-  14-day retention;
-* ``privatelink.*`` zones already linked to an existing network (Azure refuses a second zone of the same
-  name on one VNet): they belong in ``network.private_dns_zone_ids``;
-* the network path of the build-context upload: this machine's public IP inside ``operator_ip_ranges``.
-
-What cannot be read (no permission, an API error) is UNKNOWN, never PROBLEM: a PROBLEM row is evidence
-that ``pulumi up`` would fail.
+Two halves. **Offline** (:func:`offline`), from the stack model alone (also written by ``amlgpu plan`` to
+``build/<stack>/preflight.json``): the vCPU demand per VM family and tier, and what the deploying principal
+needs. **Live** (:func:`live_checks`), read-only Azure Resource Manager calls with the deployer's credential,
+each an OK / PROBLEM / UNKNOWN row with a one-line fix: quota, size availability, permissions, a soft-deleted
+workspace, linked private DNS zones, the build-context upload's network path. What cannot be read is UNKNOWN,
+never PROBLEM. Each check and its API: docs/development.md, "preflight/deploy.py".
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""The stack model: the floor every other package stands on.
+"""The stack file: the floor above analysis, azurefacts and kernel, below the features.
 
-A stack file (``Pulumi.<stack>.yaml``) is read by :mod:`stack.stackfile`, validated into a
-:class:`stack.config.StackConfig` (which composes the infrastructure model of :mod:`stack.infrastructure`,
-the run model of :mod:`stack.runs` and the waivers of :mod:`stack.waivers`), and the project is
-found by :mod:`stack.project`. Errors a user can fix are :mod:`kernel.errors`.
-
-Imports point down only: ``amlgpu`` (the CLI) -> ``policies`` -> ``jobs`` -> ``model`` -> ``infra``.
-Nothing here imports ``jobs``, ``policies`` or ``amlgpu``.
+A stack file (``Pulumi.<stack>.yaml``) is read by :mod:`stack.stackfile` and validated into a
+:class:`stack.config.StackConfig` (the infrastructure of :mod:`stack.infrastructure`, the runs of
+:mod:`stack.runs`, pipelines and sweeps, waivers), its cross-references checked by :mod:`stack.references`
+and its errors worded by :mod:`stack.diagnostics`. The layers: docs/development.md.
 """
 
 NAMESPACE = "aml-gpu-training"

@@ -46,7 +46,7 @@ Region = Annotated[str, AfterValidator(regions.check)]
 class Model(BaseModel):
     """Base for every config section: unknown keys are errors, values are immutable once read."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 # --------------------------------------------------------------------------------------------- identity

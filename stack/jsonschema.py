@@ -12,27 +12,23 @@ Shape, so typos fail in the editor as they fail in ``amlgpu plan``:
 * every object of the namespace has ``additionalProperties: false``;
 * Azure naming rules become ``pattern`` (with ``patternErrorMessage``, which yaml-language-server shows
   instead of the bare regex), GPU sizes an ``enum`` of the catalogue's spellings;
-* no value of the namespace may be a secret (``{secure: ...}``): see ``stack.config.NOT_A_SECRET``.
+* no value of the namespace may be a secret (``{secure: ...}``): see ``stack.secrecy.NOT_A_SECRET``.
 
 What a schema cannot express (cross-references between clusters and runs, files on disk, one of
 ``image``/``build``/``reference``) is checked by the model; the schema never rejects a stack the
 model accepts: the enum values Azure ML reads in any letter case (``tier: Dedicated``, ``type: PyTorch``,
 GPU sizes) or in camel case (``SystemAssigned``) are accepted so (:mod:`azurefacts.enums`).
 
-Every key carries a description: the field's attribute docstring in the model where it has one, else
-the entry in :data:`FIELD_DOCS`. ``tests/test_schema_*`` fail on a field with neither.
+Every key carries a description: the field's attribute docstring in the model where it has one (read by
+pydantic: the models set ``use_attribute_docstrings``), else the entry in :data:`FIELD_DOCS`.
+``tests/test_schema_*`` fail on a field with neither.
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
-import itertools
 import re
-import textwrap
 import typing
 from collections.abc import Iterator
-from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -42,7 +38,8 @@ from azurefacts import skus
 from azurefacts.enums import AzureSpelling
 from azurefacts.naming import NamingRule
 from stack import NAMESPACE
-from stack.config import LOCATION_KEY, SUBSCRIPTION_KEY, StackConfig
+from stack.config import StackConfig
+from stack.keys import LOCATION_KEY, SUBSCRIPTION_KEY
 
 SCHEMA_PATH = "schema/stack.schema.json"
 """Where the committed schema lives, relative to the project root."""
@@ -234,30 +231,11 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
 
 
-@cache
-def attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
-    """The docstrings written under the fields of ``model`` (and its model bases), by field name."""
-    found: dict[str, str] = {}
-    for klass in reversed(model.__mro__):
-        if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
-            continue
-        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
-        statements = body.body if isinstance(body, ast.ClassDef) else []
-        for statement, following in itertools.pairwise(statements):
-            if (
-                isinstance(statement, ast.AnnAssign)
-                and isinstance(statement.target, ast.Name)
-                and isinstance(following, ast.Expr)
-                and isinstance(following.value, ast.Constant)
-                and isinstance(following.value.value, str)
-            ):
-                found[statement.target.id] = _plain(following.value.value)
-    return found
-
-
 def field_description(model: type[BaseModel], field: str) -> str | None:
-    """What ``model.field`` means: its docstring in the model, else its :data:`FIELD_DOCS` entry."""
-    return attribute_docstrings(model).get(field) or FIELD_DOCS.get(f"{model.__name__}.{field}")
+    """What ``model.field`` means: the docstring written under the field in the model (pydantic's
+    ``use_attribute_docstrings``), else its :data:`FIELD_DOCS` entry."""
+    written = model.model_fields[field].description
+    return _plain(written) if written else FIELD_DOCS.get(f"{model.__name__}.{field}")
 
 
 def _plain(docstring: str) -> str:
@@ -374,5 +352,5 @@ def stale_field_docs() -> list[str]:
     fields = {f"{model.__name__}.{name}": (model, name) for model in models() for name in model.model_fields}
     return sorted(
         key for key in FIELD_DOCS
-        if key not in fields or fields[key][1] in attribute_docstrings(fields[key][0])
+        if key not in fields or fields[key][0].model_fields[fields[key][1]].description
     )

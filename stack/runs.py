@@ -19,7 +19,9 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -37,7 +39,7 @@ from stack.infrastructure import BuildContext, Capability, is_reference
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 PositiveCount = Annotated[StrictInt, Field(ge=1)]
@@ -69,10 +71,20 @@ class TensorFlowDistribution(Model):
     parameter_server_count: Annotated[StrictInt, Field(ge=0)] = 0
 
 
+def _distribution_any_case(value: Any) -> Any:
+    """A ``distribution`` mapping with its ``type`` in lower case, before the discriminator reads the tag:
+    azure-ai-ml accepts ``type: MPI`` as ``mpi``."""
+    if isinstance(value, dict) and isinstance(value.get("type"), str):
+        return {**value, "type": lower(value["type"])}
+    return value
+
+
 Distribution = Annotated[
     PyTorchDistribution | MpiDistribution | TensorFlowDistribution,
     Field(discriminator="type"),
+    BeforeValidator(_distribution_any_case),
 ]
+"""How Azure ML starts the processes, by ``type`` (read in any letter case)."""
 
 # ------------------------------------------------------------------------------------------ data
 
@@ -94,8 +106,8 @@ def is_remote_path(value: str) -> bool:
     return bool(_DATA_URI.match(value))
 
 
-def _remote_path(value: str | None) -> str | None:
-    if value is not None and not _DATA_URI.match(value):
+def _remote_path(value: str) -> str:
+    if not _DATA_URI.match(value):
         raise ValueError(
             f"path {value!r} is not a data asset or URI: register local data as a data asset "
             "(azureml:<name>:<version>) or give an azureml://datastores/... or https:// URI"
@@ -103,22 +115,22 @@ def _remote_path(value: str | None) -> str | None:
     return value
 
 
+RemotePath = Annotated[StrictStr, AfterValidator(_remote_path)]
+"""Where data lives: a data asset or a URI (:func:`is_remote_path`)."""
+
+
 class DataInput(Model):
     """A data input as CLI v2 writes it (job inputs carry no description: azure-ai-ml rejects one)."""
 
     type: DataType = "uri_folder"
-    path: StrictStr
+    path: RemotePath
     mode: InputMode | None = None
-
-    _path = field_validator("path")(_remote_path)
 
 
 class DataOutput(Model):
     type: DataType = "uri_folder"
-    path: StrictStr | None = None
+    path: RemotePath | None = None
     mode: OutputMode | None = None
-
-    _path = field_validator("path")(_remote_path)
 
 
 Literal_ = StrictBool | StrictInt | StrictFloat | StrictStr
@@ -249,17 +261,12 @@ OPTIONAL_SEGMENT = linear.compile(r"(?s)\$\[\[.*?\]\]")
 """``$[[--flag ${{inputs.x}}]]``: a command segment Azure ML drops when its optional input is not given."""
 
 
-def distribution_any_case(value: Any) -> Any:
-    """A ``distribution`` mapping with its ``type`` in lower case, before the discriminator reads the tag:
-    azure-ai-ml accepts ``type: MPI`` as ``mpi``."""
-    if isinstance(value, dict) and isinstance(value.get("type"), str):
-        return {**value, "type": lower(value["type"])}
-    return value
-
-
-def strip_compute_prefix(value: str) -> str:
-    """A compute named ``azureml:<name>``, as the stack cluster's name."""
+def _strip_compute_prefix(value: str) -> str:
     return value.removeprefix("azureml:")
+
+
+Compute = Annotated[str, AfterValidator(_strip_compute_prefix)]
+"""A stack cluster's name (``azureml:<name>`` is read as ``<name>``)."""
 
 
 class Run(Model):
@@ -279,7 +286,7 @@ class Run(Model):
     environment: str | InlineEnvironment
     """A stack environment's name, ``file:<environment YAML>``, ``azureml:<name>:<version>``,
     ``azureml:<name>@latest``, a registry reference, or an inline environment (image/build)."""
-    compute: str
+    compute: Compute
     """A stack cluster's name (``azureml:<name>`` is accepted too)."""
     inputs: dict[str, Input] = {}
     outputs: dict[str, DataOutput] = {}
@@ -290,11 +297,6 @@ class Run(Model):
     identity: JobIdentity | None = None
     services: dict[str, Service] = {}
     queue_settings: QueueSettings | None = None
-
-    @field_validator("distribution", mode="before")
-    @classmethod
-    def _distribution_type_any_case(cls, value: Any) -> Any:
-        return distribution_any_case(value)
 
     @field_validator("command")
     @classmethod
@@ -320,11 +322,6 @@ class Run(Model):
         if not value.strip() or path.is_absolute() or _DRIVE.match(value) or ".." in path.parts:
             raise ValueError(f"code {value!r} must be a folder inside the project, relative to its root")
         return value
-
-    @field_validator("compute")
-    @classmethod
-    def _strip_compute_prefix(cls, value: str) -> str:
-        return strip_compute_prefix(value)
 
     @field_validator("inputs", "outputs")
     @classmethod

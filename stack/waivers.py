@@ -42,7 +42,7 @@ def real_reason(value: str) -> str:
 class Waiver(BaseModel):
     """``waivers:`` entry in a stack file. Waived findings are still reported and counted."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     rule: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
     resource: str

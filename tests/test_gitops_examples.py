@@ -109,7 +109,7 @@ def _owners(codeowners: str, path: str) -> set[str]:
 
 
 GATE_FILES = (".github/workflows/pr.yml", ".github/workflows/pr-publish.yml", ".github/CODEOWNERS",
-              "policies/config.json", "policies/rules/runs.py", "Makefile", "pyproject.toml", "Pulumi.yaml",
+              "policies/config.json", "policies/rules/runs/gpus.py", "Makefile", "pyproject.toml", "Pulumi.yaml",
               "__main__.py", "kernel/secrets.py", "analysis/interconnect.py", "azurefacts/prices.json",
               "stack/config.py", "planning/engine.py")
 

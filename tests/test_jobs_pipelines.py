@@ -23,7 +23,8 @@ from jobs.pipeline_render import composite_yaml
 from jobs.pipelines import resolve_composites
 from kernel.errors import ConfigError
 from stack.config import StackConfig
-from stack.pipelines import PipelineJob, SweepJob
+from stack.pipelines import PipelineJob
+from stack.sweeps import SweepJob
 from tests.conftest import ROOT
 from tests.test_jobs_resolve import stack
 

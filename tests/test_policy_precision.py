@@ -13,7 +13,8 @@ from jobs.resolve import resolve_run
 from kernel.errors import ConfigError
 from kernel.secrets import judge, secrets_in_definition
 from policies.packconfig import STRICT_CONFIG, load, resolve
-from policies.rules import runs as rules
+from policies.rules.runs import capabilities as capability_rules
+from policies.rules.runs import consistency, gpus
 from tests.conftest import ROOT
 from tests.test_jobs_resolve import declared, stack
 
@@ -143,7 +144,7 @@ def test_entry_script_must_be_in_the_code_folder(root: Path, command: str, missi
     else:
         run = _run(root, command=command)
     assert run.missing_scripts == missing
-    assert bool(_check(rules.run_entry_script_exists, run)) == bool(missing)
+    assert bool(_check(consistency.run_entry_script_exists, run)) == bool(missing)
 
 
 @pytest.mark.parametrize(("command", "launcher", "script"), [
@@ -155,7 +156,7 @@ def test_a_launcher_in_a_shell_script_counts_as_per_node(root: Path, command: st
                                                          script: str | None) -> None:
     run = _run(root, command=command, distribution={"type": "pytorch", "process_count_per_instance": 8})
     assert (run.launcher, run.launcher_script) == (launcher, script)
-    assert bool(_check(rules.run_launcher_on_per_process_launch, run)) == (script is not None)
+    assert bool(_check(gpus.run_launcher_on_per_process_launch, run)) == (script is not None)
 
 
 @pytest.mark.parametrize(("command", "idle"), [
@@ -167,7 +168,7 @@ def test_a_launcher_in_a_shell_script_counts_as_per_node(root: Path, command: st
 def test_one_process_per_node_is_a_finding_only_when_it_leaves_gpus_idle(root: Path, command: str,
                                                                          idle: bool) -> None:
     run = _run(root, command=command, distribution={"type": "pytorch", "process_count_per_instance": 1})
-    assert bool(_check(rules.run_gpus_left_idle, run)) == idle
+    assert bool(_check(gpus.run_gpus_left_idle, run)) == idle
 
 
 def test_from_latest_in_a_build_context_is_judged_like_image_latest(root: Path) -> None:
@@ -175,7 +176,7 @@ def test_from_latest_in_a_build_context_is_judged_like_image_latest(root: Path) 
                                              "acpt-pytorch-1.11-py38-cuda11.3-gpu"
                                              ":latest\nRUN pip install deepspeed==0.12.6\n")
     run = _run(root, environment={"build": {"path": "ctx"}})
-    assert _check(rules.run_environment_pinned, run) == [
+    assert _check(capability_rules.run_environment_pinned, run) == [
         "environment inline (build ctx) builds FROM "
         "mcr.microsoft.com/azureml/curated/acpt-pytorch-1.11-py38-cuda11.3-gpu:latest, a moving tag"]
     assert run.environment.state("deepspeed") == "present"

@@ -15,7 +15,8 @@ from analysis import pyscan
 from azurefacts import cuda, skus
 from importer import Context, import_files
 from jobs.resolve import resolve_run
-from policies.rules import launch, runs, runtime
+from policies.rules import launch, runtime
+from policies.rules.runs import gpus, tensorflow
 from stack.config import build
 from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
@@ -228,7 +229,7 @@ def test_a_script_without_a_process_group_started_more_than_once_is_advised(
 def test_processes_that_open_no_gpu_may_outnumber_the_gpus(root: Path, command: str, exceeds: bool) -> None:
     run = _run(root, command=command, compute="gpu-a100",
                distribution={"type": "pytorch", "process_count_per_instance": 16})
-    assert bool(_check(runs.run_processes_exceed_gpus, run)) is exceeds
+    assert bool(_check(gpus.run_processes_exceed_gpus, run)) is exceeds
 
 
 @pytest.mark.parametrize(("command", "idle"), [
@@ -237,7 +238,7 @@ def test_processes_that_open_no_gpu_may_outnumber_the_gpus(root: Path, command: 
 ])
 def test_lightning_under_mpi_leaves_no_gpu_idle(root: Path, command: str, idle: bool) -> None:
     run = _run(root, command=command, distribution={"type": "mpi", "process_count_per_instance": 1})
-    assert bool(_check(runs.run_gpus_left_idle, run)) is idle
+    assert bool(_check(gpus.run_gpus_left_idle, run)) is idle
 
 
 @pytest.mark.parametrize(("distribution", "nodes", "blocked"), [
@@ -248,7 +249,7 @@ def test_lightning_under_mpi_leaves_no_gpu_idle(root: Path, command: str, idle: 
 def test_tensorflow_parameter_servers_run_beside_the_workers(root: Path, distribution: dict[str, Any], nodes: int,
                                                              blocked: bool) -> None:
     run = _run(root, distribution=distribution, resources={"instance_count": nodes}, environment="tf-gpu")
-    assert bool(_check(runs.run_tensorflow_task_count, run)) is blocked
+    assert bool(_check(tensorflow.run_tensorflow_task_count, run)) is blocked
 
 
 def test_the_importer_and_the_gate_agree_on_parameter_servers(tmp_path: Path) -> None:
@@ -271,4 +272,4 @@ def test_the_importer_and_the_gate_agree_on_parameter_servers(tmp_path: Path) ->
     values["environments"] = [*values.get("environments", []), *draft.environments]
     planned = build(values, location="westeurope", file="Pulumi.test.yaml", root=import_project)
     run = resolve_run(planned.jobs[0], planned, import_project)
-    assert _check(runs.run_tensorflow_task_count, run) == []
+    assert _check(tensorflow.run_tensorflow_task_count, run) == []

@@ -68,7 +68,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     # --- readers bounded by other means, or of our own files
     ("amlgpu/cli.py", "tomllib.loads", "version"): "our pyproject.toml",
     ("planning/review.py", "json.loads", "force_new"): "our table of the provider's replace-on-change inputs",
-    ("stack/jsonschema.py", "ast.parse", "attribute_docstrings"): "the source of our own model classes",
     ("azurefacts/arm.py", "json.loads", "ArmReader._send"): "Azure Resource Manager's answers (over TLS)",
     ("azurefacts/arm.py", "json.loads", "public_ip"): "the address service's answer (over TLS)",
     ("azurefacts/arm.py", "json.loads", "instance_metadata"): "the Azure VM's own metadata service",

@@ -31,8 +31,9 @@ from jobs.emulate.errors import EmulationError
 from jobs.emulate.prepare import Prepared, Request, prepare
 from jobs.pipelines import ResolvedComposite
 from kernel import regex as linear
-from stack.pipelines import SEARCH_SPACE, binding
+from stack.pipelines import binding
 from stack.resolved import ResolvedRun
+from stack.sweeps import SEARCH_SPACE
 
 
 @dataclass(frozen=True)
