@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernel import bounded
-from policies.rule import Violation, resource_rule, run_rule, stack_rule
+from policies.rule import Message, Violation, resource_rule, run_rule, stack_rule
 from policies.stack import WORKSPACE_TYPE, Stack
 from policies.wire import get, inputs, known
 from stack import NAMESPACE
@@ -241,7 +241,7 @@ def storage_operator_ranges_not_open(
         network = _network(value)
         if network is not None:
             by_family[network.version].append((value.strip(), network))
-    out = []
+    out: list[str] = []
     for version, shortest in ((4, min_prefix_length), (6, min_prefix_length_ipv6)):
         listed = by_family[version]
         bits = 32 if version == 4 else 128
@@ -250,14 +250,16 @@ def storage_operator_ranges_not_open(
         if addresses <= 2 ** (bits - min(shortest, bits)):
             continue
         share = _share(addresses, bits)
+        # The text shows eight ranges; a waiver binds to every one of them and to the count (issue 36).
+        facts = (f"IPv{version}", f"{addresses} addresses", f"at most one /{shortest}", *(v for v, _ in listed))
         if len(listed) == 1:
-            out.append(f"operator range {listed[0][0]} lets {share} through the storage firewall "
-                       f"(the shortest allowed prefix is /{shortest})")
+            out.append(Message(f"operator range {listed[0][0]} lets {share} through the storage firewall "
+                               f"(the shortest allowed prefix is /{shortest})", facts))
         else:
             shown = ", ".join(value for value, _ in listed[:8]) + (f" and {len(listed) - 8} more" if len(listed) > 8
                                                                     else "")
-            out.append(f"operator ranges {shown} together let {share} through the storage firewall (together "
-                       f"they may cover at most one /{shortest})")
+            out.append(Message(f"operator ranges {shown} together let {share} through the storage firewall "
+                               f"(together they may cover at most one /{shortest})", facts))
     return out
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policies.rule import Violation, resource_rule, stack_rule
+from policies.rule import Message, Violation, resource_rule, stack_rule
 from policies.stack import Stack
 from policies.wire import get, inputs, known, same
 
@@ -43,7 +43,7 @@ def _covers(port_range: str, port: int) -> bool:
 
 
 def _open_inbound(rules: Iterable[Mapping[str, Any]]) -> list[str]:
-    out = []
+    out: list[str] = []
     for rule in rules:
         if not (same(get(rule, "direction"), "Inbound") and same(get(rule, "access"), "Allow")):
             continue
@@ -52,7 +52,9 @@ def _open_inbound(rules: Iterable[Mapping[str, Any]]) -> list[str]:
         ports = _ports(rule) or ["*"]
         named = [f"{port} ({what})" for port, what in _WELL_KNOWN.items() if any(_covers(p, port) for p in ports)]
         exposed = ", ".join(named) if named else "port(s) " + ", ".join(ports)
-        out.append(f"inbound rule {get(rule, 'name', '(unnamed)')!r} allows traffic from anywhere to {exposed}")
+        # The text names SSH and RDP alone when they are open; a waiver binds to every source and port.
+        out.append(Message(f"inbound rule {get(rule, 'name', '(unnamed)')!r} allows traffic from anywhere to {exposed}",
+                           (str(get(rule, "name", "")), "sources", *_sources(rule), "ports", *ports)))
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.rule import Violation, resource_rule, stack_rule
+from policies.rule import Message, Violation, resource_rule, stack_rule
 from policies.stack import Stack
 from policies.wire import get, inputs, is_true, known, same
 
@@ -206,7 +206,10 @@ def workspace_hbi_storage_private(stack: Stack) -> list[Violation]:
             if denies and not ip_rules:
                 continue
             why = f"its firewall admits {len(ip_rules)} public IP range(s)" if denies else "it allows public traffic"
-            out.append(Violation(account, f"storage account of a high-business-impact workspace: {why}"))
+            # The text counts the ranges; a waiver binds to each of them.
+            ranges = [str(get(r, "iPAddressOrRange", "")) for r in ip_rules or [] if isinstance(r, Mapping)]
+            out.append(Violation(account, Message(f"storage account of a high-business-impact workspace: {why}",
+                                                  (why, *ranges))))
     return out
 
 
