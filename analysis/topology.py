@@ -619,42 +619,103 @@ def read_launch(command: shell.Command, contract: Contract, *, where: str = "the
     return launch
 
 
-def _read_launch(command: shell.Command, contract: Contract, where: str) -> Launch | None:
-    argv = command.argv
+@dataclass(frozen=True)
+class _Invocation:
+    """How a command starts a launcher: which one, the reader of its options, the words naming it and the rest."""
+
+    launcher: str
+    reader: Literal["torchrun", "accelerate", "deepspeed", "fabric", "mpirun", "lightning script"]
+    program: tuple[shell.Word, ...]
+    args: tuple[shell.Word, ...]
+
+
+def _invocation(command: shell.Command) -> _Invocation | None:
+    """The one reading of which launcher a command starts and where its program's words end: ``torchrun``,
+    ``python [-u -W ignore ...] -m torch.distributed.run``, ``python -mtorch.distributed.run``, ``accelerate
+    launch``, ``fabric run model``, a Lightning script..."""
+    argv = tuple(command.argv)
     if not argv:
         return None
     name = _name(argv[0])
     args = argv[1:]
     if name == "torchrun":
-        return _torchrun(TORCHRUN, _with_pet(_options(argv[:1], args, TORCHRUN_BOOLEANS), command.environ), where,
-                         contract)
+        return _Invocation(TORCHRUN, "torchrun", argv[:1], args)
     if name == "deepspeed":
-        return _deepspeed(_options(argv[:1], args, DEEPSPEED_BOOLEANS), where, contract)
+        return _Invocation(DEEPSPEED, "deepspeed", argv[:1], args)
     if name == "accelerate" and args and args[0].value == "launch":
-        return _accelerate(_options(argv[:2], args[1:], ACCELERATE_BOOLEANS), where, contract)
+        return _Invocation(ACCELERATE, "accelerate", argv[:2], args[1:])
     if name in ("fabric", "lightning") and args and args[0].value == "run":
         skip = 2 if len(args) > 1 and args[1].value == "model" else 1
-        return _fabric(_options(argv[: 1 + skip], args[skip:], frozenset({"-h", "--help"})), where, contract)
+        return _Invocation(LIGHTNING, "fabric", argv[: 1 + skip], args[skip:])
     if name in ("mpirun", "mpiexec", "orterun", "horovodrun"):
-        return _mpirun(name, args, argv[:1], where)
+        return _Invocation(MPIRUN, "mpirun", argv[:1], args)
     if name.startswith("python") and all(c in "0123456789." for c in name[6:]):  # python3, python3.11
         module, at = _python_module(args)
         launcher = _MODULES.get(module or "")
         program = argv[: 1 + at]
         if launcher in (TORCHRUN, TORCH_DISTRIBUTED_LAUNCH):
-            opts = _with_pet(_options(program, args[at:], TORCHRUN_BOOLEANS), command.environ)
-            return _torchrun(launcher, opts, where, contract)
+            return _Invocation(launcher, "torchrun", program, args[at:])
         if launcher == ACCELERATE:
-            return _accelerate(_options(program, args[at:], ACCELERATE_BOOLEANS), where, contract)
+            return _Invocation(ACCELERATE, "accelerate", program, args[at:])
         if launcher == DEEPSPEED:
-            return _deepspeed(_options(program, args[at:], DEEPSPEED_BOOLEANS), where, contract)
+            return _Invocation(DEEPSPEED, "deepspeed", program, args[at:])
         if module == "lightning" and at < len(args) and args[at].value == "run":
             skip = 2 if at + 1 < len(args) and args[at + 1].value == "model" else 1
-            return _fabric(_options(argv[: 1 + at + skip], args[at + skip:], frozenset({"-h", "--help"})), where,
-                           contract)
+            return _Invocation(LIGHTNING, "fabric", argv[: 1 + at + skip], args[at + skip:])
         if module is None and at < len(args) and _named_lightning(args[at:]):
-            return _lightning_script(argv[: 1 + at + 1], args[at + 1:], where, contract)
+            return _Invocation(LIGHTNING, "lightning script", argv[: 1 + at + 1], args[at + 1:])
     return None
+
+
+_BOOLEANS = {"torchrun": TORCHRUN_BOOLEANS, "accelerate": ACCELERATE_BOOLEANS, "deepspeed": DEEPSPEED_BOOLEANS,
+             "fabric": frozenset({"-h", "--help"})}
+
+
+def _read_launch(command: shell.Command, contract: Contract, where: str) -> Launch | None:
+    found = _invocation(command)
+    if found is None:
+        return None
+    if found.reader == "mpirun":
+        return _mpirun(_name(found.program[0]), found.args, found.program, where)
+    if found.reader == "lightning script":
+        return _lightning_script(found.program, found.args, where, contract)
+    opts = _options(found.program, found.args, _BOOLEANS[found.reader])
+    if found.reader == "torchrun":
+        return _torchrun(found.launcher, _with_pet(opts, command.environ), where, contract)
+    if found.reader == "accelerate":
+        return _accelerate(opts, where, contract)
+    if found.reader == "deepspeed":
+        return _deepspeed(opts, where, contract)
+    return _fabric(opts, where, contract)
+
+
+@dataclass(frozen=True)
+class LauncherWords:
+    """Where a launcher's words are in its command, as the gate reads them (:func:`launcher_words`)."""
+
+    launcher: str
+    """:data:`TORCHRUN`, :data:`TORCH_DISTRIBUTED_LAUNCH`, :data:`ACCELERATE`, :data:`DEEPSPEED`,
+    :data:`LIGHTNING` or :data:`MPIRUN`."""
+    program: int
+    """How many words name the launcher (``torchrun``: 1; ``python -W ignore -m torch.distributed.run``: 5;
+    ``python -mtorch.distributed.run``: 2; a Lightning script: the interpreter, its options and the script)."""
+    end: int
+    """Index of the first word after the launcher's own options (its script, or what ``-m`` runs): the words
+    from :attr:`program` up to here are its options. For Lightning (a Fabric launch, a script) and mpirun: every
+    word of the command (a Lightning script's flags are among its arguments)."""
+
+
+def launcher_words(command: shell.Command) -> LauncherWords | None:
+    """Which launcher ``command`` starts and where its own options are, read as :func:`read_launch` reads
+    them (``amlgpu run-local`` edits these words); None when it starts none."""
+    found = _invocation(command)
+    if found is None:
+        return None
+    program = len(found.program)
+    if found.reader in ("mpirun", "lightning script", "fabric"):
+        return LauncherWords(found.launcher, program, program + len(found.args))
+    opts = _options(found.program, found.args, _BOOLEANS[found.reader])
+    return LauncherWords(found.launcher, program, len(opts.words))
 
 
 def _named_lightning(args: Sequence[shell.Word]) -> bool:

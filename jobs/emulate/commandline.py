@@ -17,7 +17,6 @@ that works.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -91,62 +90,19 @@ def _spans(text: str, command: shell.Command) -> list[Span] | None:
 
 
 def locate(command: str, kind: str) -> LauncherCall | None:
-    """Where the per-node launcher ``kind`` (a :mod:`jobs.launchers` name) starts in ``command``."""
+    """Where the per-node launcher ``kind`` (a :mod:`jobs.launchers` name) starts in ``command``: the gate's
+    reading of its words (:func:`analysis.topology.launcher_words`), so run-local edits the flags the gate read,
+    in every form the gate reads (``python -W ignore -m torch.distributed.run``, ``python -mtorch.distributed.run``)."""
     script = shell.evaluate(command, placeholders={})
-    contract = topology.Contract("pytorch", 1, 1)
     for cmd in script.commands:
-        launch = topology.read_launch(cmd, contract)
-        if launch is None or launch.launcher != kind:
+        words = topology.launcher_words(cmd)
+        if words is None or words.launcher != kind:
             continue
         spans = _spans(command, cmd)
         if spans is None:
             return None
-        program = _program_words(cmd, kind)
-        if kind == launchers.LIGHTNING:
-            return LauncherCall(kind, spans[program - 1].end, tuple(spans[program:]))
-        end = next((i for i in range(program, len(spans)) if _script_word(cmd, i, kind)), len(spans))
-        return LauncherCall(kind, spans[program - 1].end, tuple(spans[program:end]))
+        return LauncherCall(kind, spans[words.program - 1].end, tuple(spans[words.program:words.end]))
     return None
-
-
-def _program_words(command: shell.Command, kind: str) -> int:
-    """How many words name the launcher (``torchrun``: 1; ``python -u -m torch.distributed.run``: 4;
-    ``accelerate launch``: 2; for Lightning the program and its script)."""
-    values = [w.value for w in command.argv]
-    name = posixpath.basename(values[0] or "")
-    if name == "accelerate" or name in ("fabric", "lightning"):
-        return 3 if len(values) > 2 and values[1] == "run" and values[2] == "model" else 2
-    if name in ("torchrun", "deepspeed"):
-        return 1
-    for i, value in enumerate(values[1:], start=1):
-        if value == "-m":
-            count = i + 2
-            if values[i + 1] == "lightning" and i + 2 < len(values) and values[i + 2] == "run":
-                count += 2 if i + 3 < len(values) and values[i + 3] == "model" else 1
-            return count
-        if value is None or not value.startswith("-"):
-            return i + 1  # python [options] script.py: a Lightning script's arguments follow it
-    return len(values)
-
-
-def _script_word(command: shell.Command, index: int, kind: str) -> bool:
-    """Whether the word at ``index`` ends a launcher's own options: its script, ``-m``, or what ``--no_python``
-    runs."""
-    words = command.argv
-    value = words[index].value or ""
-    before = words[index - 1].value if index else None
-    if before in ("--no_python", "--no-python"):
-        return True
-    if value in ("-m", "--module"):
-        return True
-    if value.startswith("-"):
-        return False
-    # a value of the option before it, or the script
-    return not (before or "").startswith("-") or "=" in (before or "") or before in _BOOLEAN_FLAGS
-
-
-_BOOLEAN_FLAGS = frozenset({*topology.TORCHRUN_BOOLEANS, *topology.ACCELERATE_BOOLEANS, *topology.DEEPSPEED_BOOLEANS,
-                            "--standalone", "--no-python", "--multi-gpu", "--use-env", "--same-network"})
 
 
 def _flag(command: str, call: LauncherCall, names: tuple[str, ...]) -> _Flag | None:
@@ -164,6 +120,13 @@ def _flag(command: str, call: LauncherCall, names: tuple[str, ...]) -> _Flag | N
             written = command[nxt.start:nxt.end]
             return _Flag(nxt.value if nxt.value is not None else written, nxt.start, nxt.end)
     return None
+
+
+def counts(command: str, call: LauncherCall) -> tuple[str | None, str | None]:
+    """The worker and node counts the launcher's flags give, as :func:`rescale` reads them (None: not set)."""
+    procs = _flag(command, call, _PROCS_FLAGS[call.kind])
+    nodes = _flag(command, call, _NODES_FLAGS[call.kind])
+    return (procs.value if procs else None), (nodes.value if nodes else None)
 
 
 def workers_flag_given(command: str, call: LauncherCall) -> bool:
