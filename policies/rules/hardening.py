@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from analysis import docker_run
+from azurefacts.resource_types import STORAGE_ACCOUNT as STORAGE
+from azurefacts.resource_types import USER_ASSIGNED_IDENTITY
 from kernel import bounded
 from policies.rule import Message, Violation, resource_rule, run_rule, stack_rule
 from policies.stack import WORKSPACE_TYPE, Stack
@@ -23,8 +25,6 @@ from stack import NAMESPACE
 from stack.resolved import ResolvedRun
 from stack.stackfile import SECRET_PLACEHOLDER
 
-STORAGE = "azure-native:storage:StorageAccount"
-USER_ASSIGNED_IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 IDENTITY_DOCS = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-identity-based-service-authentication"
 DOCKER_RUN = "https://docs.docker.com/reference/cli/docker/container/run/"
 INTERACTIVE_JOBS = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-interactive-jobs"

@@ -9,16 +9,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from azurefacts.resource_types import NETWORK_SECURITY_GROUP as NSG
+from azurefacts.resource_types import PRIVATE_DNS_ZONE_GROUP as DNS_ZONE_GROUP
+from azurefacts.resource_types import PRIVATE_DNS_ZONE_LINK as ZONE_LINK
+from azurefacts.resource_types import PRIVATE_ENDPOINT, SECURITY_RULE, SUBNET, VIRTUAL_NETWORK
 from policies.rule import Message, Violation, resource_rule, stack_rule
 from policies.stack import Stack
 from policies.wire import get, inputs, known, same
-
-NSG = "azure-native:network:NetworkSecurityGroup"
-SECURITY_RULE = "azure-native:network:SecurityRule"
-SUBNET = "azure-native:network:Subnet"
-VIRTUAL_NETWORK = "azure-native:network:VirtualNetwork"
-PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
-DNS_ZONE_GROUP = "azure-native:network:PrivateDnsZoneGroup"
 
 _ANYWHERE = {"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"}
 _WELL_KNOWN = {22: "SSH", 3389: "RDP"}
@@ -126,9 +123,6 @@ def private_endpoint_dns(stack: Stack) -> list[Violation]:
             continue
         out.append(Violation(endpoint, f"private endpoint {endpoint['name']!r} has no private DNS zone group"))
     return out
-
-
-ZONE_LINK = "azure-native:privatedns:VirtualNetworkLink"
 
 
 @stack_rule(

@@ -13,6 +13,7 @@ from typing import Any
 
 from analysis.contract import LAUNCHER_PREFIXES, LAUNCHER_VARIABLES
 from analysis.secret_scan import BUDGET_BYTES
+from azurefacts.resource_types import COMPUTE, ENVIRONMENT_VERSION
 from jobs.launchers import (
     DEEPSPEED,
     HOROVOD,
@@ -33,8 +34,6 @@ from stack.resolved import ResolvedRun
 
 DISTRIBUTED_GUIDE = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-train-distributed-gpu"
 JOB_YAML = "https://learn.microsoft.com/en-us/azure/machine-learning/reference-yaml-job-command"
-COMPUTE = "azure-native:machinelearningservices:Compute"
-ENVIRONMENT_VERSION = "azure-native:machinelearningservices:EnvironmentVersion"
 
 _DEFAULT_NPROC = {TORCHRUN: 1, TORCH_DISTRIBUTED_LAUNCH: 1}
 """Processes per node a per-node launcher starts when its command gives no count (torchrun's default).
