@@ -19,7 +19,8 @@ that pack config; ``--policy-pack-config`` can still set a parameter explicitly.
 file (``aml-gpu-training:waivers``) and in that pack config (key ``policy-waivers``), neither of which
 CrossGuard hands to a policy's validation: they are read from the project folder this pack sits in, the
 stack's name taken from the resource URNs, and a waiver applies only to the finding whose fingerprint it
-names. The stack's provider and engine settings (``stack-provider-settings-allowed``) are read from
+names: which waivers apply and which are stale is decided by :func:`policies.waivers.ledger`, as in the
+offline gate. The stack's provider and engine settings (``stack-provider-settings-allowed``) are read from
 ``PULUMI_CONFIG``, the config ``pulumi up`` really runs with, else from the stack file.
 
 Props arrive as CrossGuard proxies (values unknown during preview raise when read) with numbers as

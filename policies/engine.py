@@ -148,12 +148,14 @@ class Report:
     expired_waivers: tuple[tuple[int, Waiver], ...] = ()
     """Waivers past their expiry date (index in the stack's waivers list): they no longer apply."""
     unused_waivers: tuple[tuple[int, Waiver], ...] = ()
-    """Active waivers that matched no finding (candidates for removal)."""
+    """The stack file's active waivers that apply to no finding and are not stale: their rule and thing have no
+    finding, or an earlier waiver excuses the finding they name (candidates for removal)."""
     platform_waivers: tuple[PlatformWaiver, ...] = ()
     """The pack config's waivers for this stack (``policy-waivers.waivers``)."""
     stale_waivers: tuple[StaleWaiver, ...] = ()
-    """Active waivers whose rule and thing have a finding, but not the one they were approved for (their
-    fingerprint differs or is missing): not applied, listed with the fingerprint to approve."""
+    """Active waivers whose rule and thing have findings, none of them the one they were approved for (their
+    fingerprint differs or is missing): not applied, listed with the fingerprint to approve
+    (:func:`policies.waivers.ledger`)."""
 
     @property
     def waivers(self) -> tuple[Waiver, ...]:

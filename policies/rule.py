@@ -13,7 +13,9 @@ A check's keyword-only parameters are the rule's *parameters* (a tuple of string
 defaults are the rule's defaults and a pack config may override them (``{"rule-id": {"param": value}}``). The keyword
 ``today`` is not a parameter: the engine passes the evaluation date to checks that declare it.
 
-Rule ids are stable kebab-case names, never reused for a different check.
+A message that shortens its evidence (eight ranges shown, a count) is a :class:`Message` carrying every
+fact: what a waiver's fingerprint covers. :func:`rule` is the one decorator (``resource_rule``, ``run_rule`` and
+``stack_rule`` name its kind). Rule ids are stable kebab-case names, never reused for a different check.
 """
 
 from __future__ import annotations
