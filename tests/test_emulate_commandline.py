@@ -141,6 +141,10 @@ LAUNCH_FORMS = [
     "fabric run model --num-nodes 2 --devices 4 train.py",
     "python -m lightning run model --num-nodes 2 --devices 4 train.py",
     "python lightning_train.py --trainer.num_nodes 2 --trainer.devices 4",
+    "python lightning_train.py --trainer.num_nodes=2 --gpus 4",
+    "deepspeed --hostfile hosts --num_nodes 2 --num_accelerators 4 train.py",
+    "torchrun --nnodes 3 --nproc_per_node 4 --nnodes 2 train.py",
+    "torchrun --nnodes=2 --nproc_per_node 8 --nproc-per-node=4 train.py",
 ]
 
 
@@ -156,7 +160,12 @@ def test_the_gate_and_run_local_read_each_launch_form_the_same(command: str) -> 
     assert launch is not None
     call = commandline.locate(command, launch.launcher)
     assert call is not None, launch.launcher
-    procs, nodes = commandline.counts(command, call)
+    procs, nodes = commandline.counts(call)
     assert launch.nodes == (2, 2) and nodes is not None and (int(nodes), int(nodes)) == launch.nodes
     per_node = int(procs or 0) // (int(nodes) if launch.launcher == launchers.ACCELERATE else 1)
     assert launch.procs_per_node == per_node == 4
+    # What run-local writes is what the gate then reads: one node, two workers.
+    scaled, _ = commandline.rescale(command, call, nodes=1, procs_per_node=2, gpus_per_node=4)
+    (again,) = [topology.read_launch(c, topology.Contract("pytorch", 1, 2, gpus=4))
+                for c in shell.evaluate(scaled, placeholders={}).commands]
+    assert again is not None and again.nodes == (1, 1) and again.procs_per_node == 2, scaled

@@ -24,20 +24,14 @@ from analysis import shell, topology
 from jobs import launchers
 from stack.runs import PLACEHOLDER
 
-_PROCS_FLAGS: dict[str, tuple[str, ...]] = {
-    launchers.TORCHRUN: ("--nproc_per_node", "--nproc-per-node"),
-    launchers.TORCH_DISTRIBUTED_LAUNCH: ("--nproc_per_node", "--nproc-per-node"),
-    launchers.ACCELERATE: ("--num_processes", "--num-processes"),
-    launchers.DEEPSPEED: ("--num_gpus", "--num-gpus"),
-    launchers.LIGHTNING: ("--trainer.devices", "--devices"),
+_NAMES: dict[str, tuple[str, str]] = {
+    launchers.TORCHRUN: ("--nproc_per_node", "--nnodes"),
+    launchers.TORCH_DISTRIBUTED_LAUNCH: ("--nproc_per_node", "--nnodes"),
+    launchers.ACCELERATE: ("--num_processes", "--num_machines"),
+    launchers.DEEPSPEED: ("--num_gpus", "--num_nodes"),
+    launchers.LIGHTNING: ("--trainer.devices", "--trainer.num_nodes"),
 }
-_NODES_FLAGS: dict[str, tuple[str, ...]] = {
-    launchers.TORCHRUN: ("--nnodes",),
-    launchers.TORCH_DISTRIBUTED_LAUNCH: ("--nnodes",),
-    launchers.ACCELERATE: ("--num_machines", "--num-machines"),
-    launchers.DEEPSPEED: ("--num_nodes", "--num-nodes"),
-    launchers.LIGHTNING: ("--trainer.num_nodes", "--num_nodes", "--num-nodes"),
-}
+"""How notes name each launcher's worker and node count flags (which words hold them is the gate's reading)."""
 _TOTAL_PROCESSES = {launchers.ACCELERATE}
 """Launchers whose process flag counts processes across all nodes, not per node."""
 _DEFAULTS_TO_ONE = {launchers.TORCHRUN, launchers.TORCH_DISTRIBUTED_LAUNCH}
@@ -54,22 +48,25 @@ class Span:
 
 
 @dataclass(frozen=True)
-class LauncherCall:
-    """Where a per-node launcher sits in a command: its kind, where its options begin, and the words its
-    flags may be among (its own options; a Lightning script's arguments)."""
+class Count:
+    """A count the launcher's flags give, where it is written."""
 
-    kind: str
-    options_start: int
-    options: tuple[Span, ...]
-
-
-@dataclass(frozen=True)
-class _Flag:
     value: str
     """Its value (quotes removed); as written when only known at run time (``$WORLD_SIZE``)."""
     start: int
-    """Where the value's word starts in the command."""
+    """Where the value starts in the command (after the ``=`` of ``--nnodes=4``)."""
     end: int
+
+
+@dataclass(frozen=True)
+class LauncherCall:
+    """Where a per-node launcher sits in a command: its kind, where its options begin, and the worker and node
+    counts the gate read of it (:func:`analysis.topology.launcher_words`), where they are written."""
+
+    kind: str
+    options_start: int
+    workers: Count | None
+    nodes: Count | None
 
 
 def _spans(text: str, command: shell.Command) -> list[Span] | None:
@@ -90,9 +87,10 @@ def _spans(text: str, command: shell.Command) -> list[Span] | None:
 
 
 def locate(command: str, kind: str) -> LauncherCall | None:
-    """Where the per-node launcher ``kind`` (a :mod:`jobs.launchers` name) starts in ``command``: the gate's
-    reading of its words (:func:`analysis.topology.launcher_words`), so run-local edits the flags the gate read,
-    in every form the gate reads (``python -W ignore -m torch.distributed.run``, ``python -mtorch.distributed.run``)."""
+    """Where the per-node launcher ``kind`` (a :mod:`jobs.launchers` name) starts in ``command``, and its counts:
+    the gate's reading of its words (:func:`analysis.topology.launcher_words`), so run-local edits the very words
+    the gate read, in every form the gate reads (``python -W ignore -m torch.distributed.run``,
+    ``python -mtorch.distributed.run``, ``--nproc-per-node=8``)."""
     script = shell.evaluate(command, placeholders={})
     for cmd in script.commands:
         words = topology.launcher_words(cmd)
@@ -101,37 +99,32 @@ def locate(command: str, kind: str) -> LauncherCall | None:
         spans = _spans(command, cmd)
         if spans is None:
             return None
-        return LauncherCall(kind, spans[words.program - 1].end, tuple(spans[words.program:words.end]))
+        return LauncherCall(kind, spans[words.program - 1].end, _count(command, spans, words.workers),
+                            _count(command, spans, words.nodes))
     return None
 
 
-def _flag(command: str, call: LauncherCall, names: tuple[str, ...]) -> _Flag | None:
-    for i, span in enumerate(call.options):
-        value = span.value or ""
-        name, eq, inline = value.partition("=")
-        if name not in names:
-            continue
-        if eq:
-            text = command[span.start:span.end]
-            offset = text.find("=") + 1
-            return _Flag(inline, span.start + offset, span.end)
-        if i + 1 < len(call.options):
-            nxt = call.options[i + 1]
-            written = command[nxt.start:nxt.end]
-            return _Flag(nxt.value if nxt.value is not None else written, nxt.start, nxt.end)
-    return None
+def _count(command: str, spans: list[Span], where: tuple[int, bool] | None) -> Count | None:
+    if where is None:
+        return None
+    index, attached = where
+    span = spans[index]
+    written = command[span.start:span.end]
+    if attached:
+        offset = written.find("=") + 1
+        value = (span.value or "").partition("=")[2] if span.value is not None else written[offset:]
+        return Count(value, span.start + offset, span.end)
+    return Count(span.value if span.value is not None else written, span.start, span.end)
 
 
-def counts(command: str, call: LauncherCall) -> tuple[str | None, str | None]:
+def counts(call: LauncherCall) -> tuple[str | None, str | None]:
     """The worker and node counts the launcher's flags give, as :func:`rescale` reads them (None: not set)."""
-    procs = _flag(command, call, _PROCS_FLAGS[call.kind])
-    nodes = _flag(command, call, _NODES_FLAGS[call.kind])
-    return (procs.value if procs else None), (nodes.value if nodes else None)
+    return (call.workers.value if call.workers else None), (call.nodes.value if call.nodes else None)
 
 
 def workers_flag_given(command: str, call: LauncherCall) -> bool:
     """Whether the command sets the launcher's worker count at all."""
-    return _flag(command, call, _PROCS_FLAGS[call.kind]) is not None
+    return call.workers is not None
 
 
 def default_workers(kind: str, gpus_per_node: int) -> int:
@@ -148,8 +141,8 @@ def rescale(command: str, call: LauncherCall, *, nodes: int, procs_per_node: int
     torchrun's flag can be added)."""
     procs_value = procs_per_node * nodes if call.kind in _TOTAL_PROCESSES else procs_per_node
     edits: list[tuple[int, int, str, str]] = []  # start, end, replacement, note
-    procs_name = _PROCS_FLAGS[call.kind][0]
-    procs = _flag(command, call, _PROCS_FLAGS[call.kind])
+    procs_name, nodes_name = _NAMES[call.kind]
+    procs = call.workers
     if procs is None:
         if procs_per_node != default_workers(call.kind, gpus_per_node):
             if call.kind not in _DEFAULTS_TO_ONE:
@@ -159,12 +152,11 @@ def rescale(command: str, call: LauncherCall, *, nodes: int, procs_per_node: int
                           f"added {procs_name} {procs_value}"))
     elif procs.value != str(procs_value):
         edits.append((procs.start, procs.end, str(procs_value), f"{procs_name} {procs.value} -> {procs_value}"))
-    nodes_flag = _flag(command, call, _NODES_FLAGS[call.kind])
+    nodes_flag = call.nodes
     # A literal node count is rescaled; `--nnodes $WORLD_SIZE` already follows the local contract.
     literal = nodes_flag is not None and nodes_flag.value.replace(":", "", 1).isdigit()
     if nodes_flag is not None and literal and nodes_flag.value != str(nodes):
-        name = _NODES_FLAGS[call.kind][0]
-        edits.append((nodes_flag.start, nodes_flag.end, str(nodes), f"{name} {nodes_flag.value} -> {nodes}"))
+        edits.append((nodes_flag.start, nodes_flag.end, str(nodes), f"{nodes_name} {nodes_flag.value} -> {nodes}"))
     for start, end, replacement, _ in sorted(edits, reverse=True):  # from the end: earlier offsets stay valid
         command = command[:start] + replacement + command[end:]
     return command, [note for *_, note in edits]
