@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from analysis import dockerfile, shell
+from analysis import docker_run, dockerfile, shell
 from kernel import bounded
 from kernel import regex as linear
 
@@ -205,20 +205,8 @@ def docker_env(args: str | None) -> tuple[list[Setting], list[str]]:
         return [], [f"docker_args {args!r} cannot be split into words"]
     settings: list[Setting] = []
     unclear: list[str] = []
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        value: str | None = None
-        if token in ("-e", "--env", "--env-file") and i + 1 < len(tokens):
-            value = tokens[i + 1]
-            i += 1
-        elif token.startswith(("--env=", "--env-file=")):
-            value = token.split("=", 1)[1]
-            token = token.split("=", 1)[0]
-        elif token.startswith("-e") and len(token) > 2 and not token.startswith("--"):
-            value, token = token[2:], "-e"
-        i += 1
-        if value is None:
+    for token, value in docker_run.options(tokens):  # docker/cli's reading: -ite X=1, -e=X=1, --env X=1
+        if token not in ("--env", "--env-file") or value is None:
             continue
         if token == "--env-file":
             unclear.append(f"docker_args --env-file {value}: the file's variables are not known before the run")

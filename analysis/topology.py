@@ -170,12 +170,17 @@ class _Options:
     unknown: tuple[str, ...] = ()
     """Words among the options only known at run time (``$EXTRA_ARGS``): any of them may set or override any
     flag, so nothing is known of such a launch (:func:`read_launch`)."""
+    at: Mapping[str, tuple[int, bool]] = field(default_factory=dict)
+    """Where each value was read: the index of its word in the options (after the program) and whether it is
+    attached to its flag (``--nnodes=4``). Values from elsewhere (``PET_NNODES``) have none."""
 
     def get(self, *names: str) -> shell.Word | None:
-        for name in names:
-            if name in self.values:
-                return self.values[name]
-        return None
+        found = self.key(*names)
+        return self.values[found] if found is not None else None
+
+    def key(self, *names: str) -> str | None:
+        """The first of ``names`` that has a value."""
+        return next((name for name in names if name in self.values), None)
 
     def has(self, *names: str) -> bool:
         return any(name in self.flags for name in names)
@@ -195,6 +200,7 @@ def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans
     word that is not an option (the script): argparse's reading, with every option not in ``booleans`` taking one
     value."""
     values: dict[str, shell.Word] = {}
+    at: dict[str, tuple[int, bool]] = {}
     flags: set[str] = set()
     unknown: list[str] = []
     i = 0
@@ -208,6 +214,7 @@ def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans
                 values[_key(name)] = shell.Word(raw=raw[len(name) + 1:], value=None, line=word.line,
                                                 variables=word.variables, unknown=word.unknown,
                                                 shown=raw[len(name) + 1:])
+                at[_key(name)] = (i, True)
                 i += 1
                 continue
             # A word only known at run time: one option, several, or the script (`$LAUNCHER_ARGS`).
@@ -225,15 +232,18 @@ def _options(program: Sequence[shell.Word], args: Sequence[shell.Word], booleans
         if eq:
             values[key] = shell.Word(raw=word.raw, value=inline, line=word.line, variables=word.variables,
                                      shown=inline)
+            at[key] = (i, True)
             i += 1
             continue
         if i + 1 < len(args):
             values[key] = args[i + 1]
+            at[key] = (i + 1, False)
             i += 2
             continue
         values[key] = shell.Word(raw="", value="", line=word.line)
+        at.pop(key, None)
         i += 1
-    return _Options(values, frozenset(flags), (*program, *args[:i]), tuple(args[i:]), tuple(unknown))
+    return _Options(values, frozenset(flags), (*program, *args[:i]), tuple(args[i:]), tuple(unknown), at)
 
 
 def _count(word: shell.Word | None) -> int | None:
@@ -364,12 +374,13 @@ def _with_pet(opts: _Options, environ: shell.Environ) -> _Options:
                                              shown=value if value is not None else f"${name}")
     if "PET_STANDALONE" in environ and "--standalone" not in flags:
         flags.add("--standalone")
-    return _Options(values, frozenset(flags), opts.words, opts.rest, opts.unknown)
+    return _Options(values, frozenset(flags), opts.words, opts.rest, opts.unknown,
+                    {k: v for k, v in opts.at.items() if k in opts.values})
 
 
 def _torchrun(launcher: str, opts: _Options, where: str, contract: Contract) -> Launch:
     unknown = list(opts.unknown)
-    nnodes = opts.get("--nnodes")
+    nnodes = opts.get(*COUNT_FLAGS["torchrun"][1])
     nodes: tuple[int, int] | None
     if nnodes is None:
         nodes, nodes_from = (1, 1), "no --nnodes (1)"
@@ -377,7 +388,7 @@ def _torchrun(launcher: str, opts: _Options, where: str, contract: Contract) -> 
         nodes, nodes_from = _node_range(nnodes), _written("--nnodes", nnodes)
         if nodes is None:
             unknown.append(f"{nodes_from}: the nodes it waits for: {_why_unknown(nnodes, contract)}")
-    procs = _procs(opts.get("--nproc_per_node"), contract)
+    procs = _procs(opts.get(*COUNT_FLAGS["torchrun"][0]), contract)
     backend_word = opts.get("--rdzv_backend")
     endpoint = opts.get("--rdzv_endpoint")
     master_addr = opts.get("--master_addr")
@@ -422,9 +433,9 @@ def _torchrun(launcher: str, opts: _Options, where: str, contract: Contract) -> 
 
 def _accelerate(opts: _Options, where: str, contract: Contract) -> Launch:
     unknown = list(opts.unknown)
-    machines_word = opts.get("--num_machines")
+    machines_word = opts.get(*COUNT_FLAGS["accelerate"][1])
     config = opts.get("--config_file")
-    total = _count(opts.get("--num_processes"))
+    total = _count(opts.get(*COUNT_FLAGS["accelerate"][0]))
     shown = _shorten(opts.words)
     if machines_word is None:
         source = f"--config_file {config}" if config is not None else "accelerate's default config file, if any"
@@ -460,8 +471,8 @@ def _accelerate(opts: _Options, where: str, contract: Contract) -> Launch:
 def _deepspeed(opts: _Options, where: str, contract: Contract) -> Launch:
     unknown = list(opts.unknown)
     shown = _shorten(opts.words)
-    procs = _count(opts.get("--num_gpus", "--num_accelerators"))
-    num_nodes_word = opts.get("--num_nodes")
+    procs = _count(opts.get(*COUNT_FLAGS["deepspeed"][0]))
+    num_nodes_word = opts.get(*COUNT_FLAGS["deepspeed"][1])
     hostfile = opts.get("--hostfile", "-H")
     if hostfile is None and opts.get("--include", "-i", "--exclude", "-e") is None:
         nodes_from = "no --hostfile (localhost only)"
@@ -482,7 +493,7 @@ def _deepspeed(opts: _Options, where: str, contract: Contract) -> Launch:
 
 def _fabric(opts: _Options, where: str, contract: Contract) -> Launch:
     unknown = list(opts.unknown)
-    word = opts.get("--num_nodes")
+    word = opts.get(*COUNT_FLAGS["fabric"][1])
     nodes: tuple[int, int] | None = (1, 1)
     nodes_from = "no --num-nodes (1)"
     if word is not None:
@@ -495,7 +506,35 @@ def _fabric(opts: _Options, where: str, contract: Contract) -> Launch:
     rank, rank_from, rank_why = _rank(opts.get("--node_rank"), "--node-rank", "0", contract)
     unknown.extend(reason for reason in (why, rank_why) if reason)
     return Launch(LIGHTNING, _shorten(opts.words), where, nodes, nodes_from, rendezvous, how, rank, rank_from,
-                  _count(opts.get("--devices")), tuple(unknown))
+                  _count(opts.get(*COUNT_FLAGS["fabric"][0])), tuple(unknown))
+
+
+COUNT_FLAGS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "torchrun": (("--nproc_per_node",), ("--nnodes",)),
+    "accelerate": (("--num_processes",), ("--num_machines",)),
+    "deepspeed": (("--num_gpus", "--num_accelerators"), ("--num_nodes",)),
+    "fabric": (("--devices",), ("--num_nodes",)),
+    "lightning script": (("--trainer.devices", "--devices", "--gpus"), ("--trainer.num_nodes", "--num_nodes",
+                                                                         "--num-nodes")),
+}
+"""Each reader's flags for its worker count and its node count (options by :func:`_key`; a Lightning script's
+as written), first the one that wins. accelerate's worker count is over all machines."""
+
+
+def _script_counts(args: Sequence[shell.Word]) -> _Options:
+    """A Lightning script's count flags among its arguments, the first of each as written."""
+    found: dict[str, shell.Word] = {}
+    at: dict[str, tuple[int, bool]] = {}
+    names = {*COUNT_FLAGS["lightning script"][0], *COUNT_FLAGS["lightning script"][1]}
+    for i, word in enumerate(args):
+        name, eq, inline = (word.value or "").partition("=")
+        if name in names and name not in found:
+            value = (shell.Word(raw=word.raw, value=inline, line=word.line, shown=inline) if eq
+                     else args[i + 1] if i + 1 < len(args) else None)
+            if value is not None:
+                found[name] = value
+                at[name] = (i, True) if eq else (i + 1, False)
+    return _Options(found, frozenset(), (), tuple(args), (), at)
 
 
 def _lightning_script(program: Sequence[shell.Word], args: Sequence[shell.Word], where: str,
@@ -505,21 +544,14 @@ def _lightning_script(program: Sequence[shell.Word], args: Sequence[shell.Word],
     ``--num_nodes``/``--num-nodes`` is most often passed to the Trainer, but that is the script's choice.
     Lightning reads MASTER_ADDR, MASTER_PORT and NODE_RANK from the environment (Azure ML sets them under
     ``distribution: pytorch``)."""
-    found: dict[str, shell.Word] = {}
-    for i, word in enumerate(args):
-        name, eq, inline = (word.value or "").partition("=")
-        if name in ("--trainer.num_nodes", "--num_nodes", "--num-nodes", "--trainer.devices", "--devices", "--gpus"):
-            value = (shell.Word(raw=word.raw, value=inline, line=word.line, shown=inline) if eq
-                     else args[i + 1] if i + 1 < len(args) else None)
-            if value is not None:
-                found.setdefault(name, value)
-    devices = next((_count(found[n]) for n in ("--trainer.devices", "--devices", "--gpus") if n in found), None)
+    found = _script_counts(args).values
+    devices = next((_count(found[n]) for n in COUNT_FLAGS["lightning script"][0] if n in found), None)
     shown = _shorten([*program, *args])
     unknown: list[str] = []
     nodes: tuple[int, int] | None = None
     nodes_from = ""
     cli = "--trainer.num_nodes" in found
-    flag = next((n for n in ("--trainer.num_nodes", "--num_nodes", "--num-nodes") if n in found), None)
+    flag = next((n for n in COUNT_FLAGS["lightning script"][1] if n in found), None)
     if flag is not None:
         word = found[flag]
         count = _count(word)
@@ -587,42 +619,121 @@ def read_launch(command: shell.Command, contract: Contract, *, where: str = "the
     return launch
 
 
-def _read_launch(command: shell.Command, contract: Contract, where: str) -> Launch | None:
-    argv = command.argv
+@dataclass(frozen=True)
+class _Invocation:
+    """How a command starts a launcher: which one, the reader of its options, the words naming it and the rest."""
+
+    launcher: str
+    reader: Literal["torchrun", "accelerate", "deepspeed", "fabric", "mpirun", "lightning script"]
+    program: tuple[shell.Word, ...]
+    args: tuple[shell.Word, ...]
+
+
+def _invocation(command: shell.Command) -> _Invocation | None:
+    """The one reading of which launcher a command starts and where its program's words end: ``torchrun``,
+    ``python [-u -W ignore ...] -m torch.distributed.run``, ``python -mtorch.distributed.run``, ``accelerate
+    launch``, ``fabric run model``, a Lightning script..."""
+    argv = tuple(command.argv)
     if not argv:
         return None
     name = _name(argv[0])
     args = argv[1:]
     if name == "torchrun":
-        return _torchrun(TORCHRUN, _with_pet(_options(argv[:1], args, TORCHRUN_BOOLEANS), command.environ), where,
-                         contract)
+        return _Invocation(TORCHRUN, "torchrun", argv[:1], args)
     if name == "deepspeed":
-        return _deepspeed(_options(argv[:1], args, DEEPSPEED_BOOLEANS), where, contract)
+        return _Invocation(DEEPSPEED, "deepspeed", argv[:1], args)
     if name == "accelerate" and args and args[0].value == "launch":
-        return _accelerate(_options(argv[:2], args[1:], ACCELERATE_BOOLEANS), where, contract)
+        return _Invocation(ACCELERATE, "accelerate", argv[:2], args[1:])
     if name in ("fabric", "lightning") and args and args[0].value == "run":
         skip = 2 if len(args) > 1 and args[1].value == "model" else 1
-        return _fabric(_options(argv[: 1 + skip], args[skip:], frozenset({"-h", "--help"})), where, contract)
+        return _Invocation(LIGHTNING, "fabric", argv[: 1 + skip], args[skip:])
     if name in ("mpirun", "mpiexec", "orterun", "horovodrun"):
-        return _mpirun(name, args, argv[:1], where)
+        return _Invocation(MPIRUN, "mpirun", argv[:1], args)
     if name.startswith("python") and all(c in "0123456789." for c in name[6:]):  # python3, python3.11
         module, at = _python_module(args)
         launcher = _MODULES.get(module or "")
         program = argv[: 1 + at]
         if launcher in (TORCHRUN, TORCH_DISTRIBUTED_LAUNCH):
-            opts = _with_pet(_options(program, args[at:], TORCHRUN_BOOLEANS), command.environ)
-            return _torchrun(launcher, opts, where, contract)
+            return _Invocation(launcher, "torchrun", program, args[at:])
         if launcher == ACCELERATE:
-            return _accelerate(_options(program, args[at:], ACCELERATE_BOOLEANS), where, contract)
+            return _Invocation(ACCELERATE, "accelerate", program, args[at:])
         if launcher == DEEPSPEED:
-            return _deepspeed(_options(program, args[at:], DEEPSPEED_BOOLEANS), where, contract)
+            return _Invocation(DEEPSPEED, "deepspeed", program, args[at:])
         if module == "lightning" and at < len(args) and args[at].value == "run":
             skip = 2 if at + 1 < len(args) and args[at + 1].value == "model" else 1
-            return _fabric(_options(argv[: 1 + at + skip], args[at + skip:], frozenset({"-h", "--help"})), where,
-                           contract)
+            return _Invocation(LIGHTNING, "fabric", argv[: 1 + at + skip], args[at + skip:])
         if module is None and at < len(args) and _named_lightning(args[at:]):
-            return _lightning_script(argv[: 1 + at + 1], args[at + 1:], where, contract)
+            return _Invocation(LIGHTNING, "lightning script", argv[: 1 + at + 1], args[at + 1:])
     return None
+
+
+_BOOLEANS = {"torchrun": TORCHRUN_BOOLEANS, "accelerate": ACCELERATE_BOOLEANS, "deepspeed": DEEPSPEED_BOOLEANS,
+             "fabric": frozenset({"-h", "--help"})}
+
+
+def _read_launch(command: shell.Command, contract: Contract, where: str) -> Launch | None:
+    found = _invocation(command)
+    if found is None:
+        return None
+    if found.reader == "mpirun":
+        return _mpirun(_name(found.program[0]), found.args, found.program, where)
+    if found.reader == "lightning script":
+        return _lightning_script(found.program, found.args, where, contract)
+    opts = _options(found.program, found.args, _BOOLEANS[found.reader])
+    if found.reader == "torchrun":
+        return _torchrun(found.launcher, _with_pet(opts, command.environ), where, contract)
+    if found.reader == "accelerate":
+        return _accelerate(opts, where, contract)
+    if found.reader == "deepspeed":
+        return _deepspeed(opts, where, contract)
+    return _fabric(opts, where, contract)
+
+
+@dataclass(frozen=True)
+class LauncherWords:
+    """Where a launcher's words are in its command, as the gate reads them (:func:`launcher_words`)."""
+
+    launcher: str
+    """:data:`TORCHRUN`, :data:`TORCH_DISTRIBUTED_LAUNCH`, :data:`ACCELERATE`, :data:`DEEPSPEED`,
+    :data:`LIGHTNING` or :data:`MPIRUN`."""
+    program: int
+    """How many words name the launcher (``torchrun``: 1; ``python -W ignore -m torch.distributed.run``: 5;
+    ``python -mtorch.distributed.run``: 2; a Lightning script: the interpreter, its options and the script)."""
+    end: int
+    """Index of the first word after the launcher's own options (its script, or what ``-m`` runs): the words
+    from :attr:`program` up to here are its options. For Lightning (a Fabric launch, a script) and mpirun: every
+    word of the command (a Lightning script's flags are among its arguments)."""
+    workers: tuple[int, bool] | None = None
+    """The word holding the worker count the gate read (its index in the command, and whether it is attached
+    to its flag: ``--nproc_per_node=8``); None when the command sets none."""
+    nodes: tuple[int, bool] | None = None
+    """The same for the node count."""
+
+
+def launcher_words(command: shell.Command) -> LauncherWords | None:
+    """Which launcher ``command`` starts and where its own options are, read as :func:`read_launch` reads
+    them (``amlgpu run-local`` edits these words); None when it starts none."""
+    found = _invocation(command)
+    if found is None:
+        return None
+    program = len(found.program)
+    if found.reader == "mpirun":
+        return LauncherWords(found.launcher, program, program + len(found.args))
+    if found.reader == "lightning script":
+        opts = _script_counts(found.args)
+    else:
+        opts = _options(found.program, found.args, _BOOLEANS[found.reader])
+    end = program + len(found.args) if found.reader in ("lightning script", "fabric") else len(opts.words)
+
+    def where(names: tuple[str, ...]) -> tuple[int, bool] | None:
+        key = opts.key(*names)
+        if key is None or key not in opts.at:
+            return None
+        index, attached = opts.at[key]
+        return program + index, attached
+
+    workers, nodes = COUNT_FLAGS[found.reader]
+    return LauncherWords(found.launcher, program, end, where(workers), where(nodes))
 
 
 def _named_lightning(args: Sequence[shell.Word]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pulumi
 
+from azurefacts import resource_types
 from azurefacts.ids import UNKNOWN_SUBSCRIPTION
 
 SUBSCRIPTION_ID = UNKNOWN_SUBSCRIPTION
@@ -20,47 +21,47 @@ _IDS = uuid.UUID("0b7a64c4-3c0e-4a5f-8f8e-0e6f3c5a9d21")
 
 # type token -> (ARM provider/type path, the input holding the resource's own name)
 _ARM: dict[str, tuple[str, str]] = {
-    "azure-native:resources:ResourceGroup": ("", "resourceGroupName"),
-    "azure-native:operationalinsights:Workspace": ("Microsoft.OperationalInsights/workspaces", "workspaceName"),
-    "azure-native:applicationinsights:Component": ("Microsoft.Insights/components", "resourceName"),
-    "azure-native:storage:StorageAccount": ("Microsoft.Storage/storageAccounts", "accountName"),
-    "azure-native:storage:BlobContainer": (
+    resource_types.RESOURCE_GROUP: ("", "resourceGroupName"),
+    resource_types.LOG_ANALYTICS_WORKSPACE: ("Microsoft.OperationalInsights/workspaces", "workspaceName"),
+    resource_types.APPLICATION_INSIGHTS: ("Microsoft.Insights/components", "resourceName"),
+    resource_types.STORAGE_ACCOUNT: ("Microsoft.Storage/storageAccounts", "accountName"),
+    resource_types.BLOB_CONTAINER: (
         "Microsoft.Storage/storageAccounts/{accountName}/blobServices/default/containers",
         "containerName",
     ),
-    "azure-native:keyvault:Vault": ("Microsoft.KeyVault/vaults", "vaultName"),
-    "azure-native:containerregistry:Registry": ("Microsoft.ContainerRegistry/registries", "registryName"),
-    "azure-native:machinelearningservices:Workspace": (
+    resource_types.KEY_VAULT: ("Microsoft.KeyVault/vaults", "vaultName"),
+    resource_types.CONTAINER_REGISTRY: ("Microsoft.ContainerRegistry/registries", "registryName"),
+    resource_types.WORKSPACE: (
         "Microsoft.MachineLearningServices/workspaces",
         "workspaceName",
     ),
-    "azure-native:machinelearningservices:Compute": (
+    resource_types.COMPUTE: (
         "Microsoft.MachineLearningServices/workspaces/{workspaceName}/computes",
         "computeName",
     ),
-    "azure-native:machinelearningservices:EnvironmentContainer": (
+    resource_types.ENVIRONMENT_CONTAINER: (
         "Microsoft.MachineLearningServices/workspaces/{workspaceName}/environments",
         "name",
     ),
-    "azure-native:machinelearningservices:EnvironmentVersion": (
+    resource_types.ENVIRONMENT_VERSION: (
         "Microsoft.MachineLearningServices/workspaces/{workspaceName}/environments/{name}/versions",
         "version",
     ),
-    "azure-native:network:VirtualNetwork": ("Microsoft.Network/virtualNetworks", "virtualNetworkName"),
-    "azure-native:network:Subnet": ("Microsoft.Network/virtualNetworks/{virtualNetworkName}/subnets", "subnetName"),
-    "azure-native:network:NetworkSecurityGroup": (
+    resource_types.VIRTUAL_NETWORK: ("Microsoft.Network/virtualNetworks", "virtualNetworkName"),
+    resource_types.SUBNET: ("Microsoft.Network/virtualNetworks/{virtualNetworkName}/subnets", "subnetName"),
+    resource_types.NETWORK_SECURITY_GROUP: (
         "Microsoft.Network/networkSecurityGroups",
         "networkSecurityGroupName",
     ),
-    "azure-native:network:PrivateEndpoint": ("Microsoft.Network/privateEndpoints", "privateEndpointName"),
-    "azure-native:network:NatGateway": ("Microsoft.Network/natGateways", "natGatewayName"),
-    "azure-native:network:PublicIPAddress": ("Microsoft.Network/publicIPAddresses", "publicIpAddressName"),
-    "azure-native:network:PrivateDnsZoneGroup": (
+    resource_types.PRIVATE_ENDPOINT: ("Microsoft.Network/privateEndpoints", "privateEndpointName"),
+    resource_types.NAT_GATEWAY: ("Microsoft.Network/natGateways", "natGatewayName"),
+    resource_types.PUBLIC_IP_ADDRESS: ("Microsoft.Network/publicIPAddresses", "publicIpAddressName"),
+    resource_types.PRIVATE_DNS_ZONE_GROUP: (
         "Microsoft.Network/privateEndpoints/{privateEndpointName}/privateDnsZoneGroups",
         "privateDnsZoneGroupName",
     ),
-    "azure-native:privatedns:PrivateZone": ("Microsoft.Network/privateDnsZones", "privateZoneName"),
-    "azure-native:privatedns:VirtualNetworkLink": (
+    resource_types.PRIVATE_DNS_ZONE: ("Microsoft.Network/privateDnsZones", "privateZoneName"),
+    resource_types.PRIVATE_DNS_ZONE_LINK: (
         "Microsoft.Network/privateDnsZones/{privateZoneName}/virtualNetworkLinks",
         "virtualNetworkLinkName",
     ),
@@ -82,12 +83,12 @@ DEPLOYER_OBJECT_ID = _guid("operator")
 
 def arm_id(token: str, name: str, inputs: dict[str, Any]) -> str:
     """The ARM id Azure would give the resource (scoped resources hang off their ``scope``/``resourceUri``)."""
-    if token == "azure-native:authorization:RoleAssignment":
+    if token == resource_types.ROLE_ASSIGNMENT:
         return f"{inputs['scope']}/providers/Microsoft.Authorization/roleAssignments/{inputs['roleAssignmentName']}"
     if token == BUILD_CONTEXT_UPLOAD:
         # The dynamic provider's id: the context's URI.
         return f"https://{inputs['accountName']}.blob.core.windows.net/{inputs['containerName']}/{inputs['prefix']}"
-    if token == "azure-native:monitor:DiagnosticSetting":
+    if token == resource_types.DIAGNOSTIC_SETTING:
         return f"{inputs['resourceUri']}/providers/Microsoft.Insights/diagnosticSettings/{inputs.get('name', name)}"
     path, name_key = _ARM.get(token, ("", ""))
     group = f"/subscriptions/{subscription_id()}/resourceGroups/{inputs.get('resourceGroupName', name)}"
@@ -119,17 +120,17 @@ def computed_outputs(token: str, name: str, inputs: dict[str, Any], resource_id:
         }
         if "SystemAssigned" in str(identity.get("type", "")):
             state["identity"].update(principalId=_guid(resource_id, "principal"), tenantId=TENANT_ID)
-    if token == "azure-native:storage:StorageAccount":
+    if token == resource_types.STORAGE_ACCOUNT:
         account = state["name"]
         state["primaryEndpoints"] = {
             "blob": f"https://{account}.blob.core.windows.net/",
             "file": f"https://{account}.file.core.windows.net/",
         }
-    elif token == "azure-native:containerregistry:Registry":
+    elif token == resource_types.CONTAINER_REGISTRY:
         state["loginServer"] = f"{state['name']}.azurecr.io"
-    elif token == "azure-native:keyvault:Vault":
+    elif token == resource_types.KEY_VAULT:
         state["properties"] = {**inputs.get("properties", {}), "vaultUri": f"https://{state['name']}.vault.azure.net/"}
-    elif token == "azure-native:machinelearningservices:Workspace":
+    elif token == resource_types.WORKSPACE:
         state["workspaceId"] = _guid(resource_id, "workspace")
         state["discoveryUrl"] = f"https://{inputs.get('location', 'westeurope')}.api.azureml.ms/discovery"
     return state
@@ -143,14 +144,14 @@ class AzureMocks(pulumi.runtime.Mocks):
         return resource_id, {**args.inputs, **computed_outputs(args.typ, args.name, args.inputs, resource_id)}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-        if args.token == "azure-native:authorization:getClientConfig":
+        if args.token == resource_types.GET_CLIENT_CONFIG:
             return {
                 "subscriptionId": subscription_id(),
                 "tenantId": TENANT_ID,
                 "clientId": _guid("client"),
                 "objectId": DEPLOYER_OBJECT_ID,
             }, []
-        if args.token == "azure-native:managedidentity:getUserAssignedIdentity":
+        if args.token == resource_types.GET_USER_ASSIGNED_IDENTITY:
             # Answers as Azure would for the identity named: its id, and the principal id the workspace's
             # identity output reports for it (computed_outputs).
             identity = (f"/subscriptions/{subscription_id()}/resourceGroups/{args.args['resourceGroupName']}"

@@ -6,28 +6,28 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from azurefacts import skus
+from azurefacts import resource_types, skus
 from planning.engine import PlannedResource
 from planning.outcome import StackOutcome, worst
 
 # The input holding each resource's Azure name, where it differs from the logical name.
 _OWN_NAME = {
-    "azure-native:machinelearningservices:Workspace": "workspaceName",
-    "azure-native:machinelearningservices:Compute": "computeName",
-    "azure-native:machinelearningservices:EnvironmentVersion": "version",
-    "azure-native:storage:StorageAccount": "accountName",
-    "azure-native:storage:BlobContainer": "containerName",
+    resource_types.WORKSPACE: "workspaceName",
+    resource_types.COMPUTE: "computeName",
+    resource_types.ENVIRONMENT_VERSION: "version",
+    resource_types.STORAGE_ACCOUNT: "accountName",
+    resource_types.BLOB_CONTAINER: "containerName",
     "pulumi-python:dynamic/amlgpu:BuildContextUpload": "prefix",
-    "azure-native:keyvault:Vault": "vaultName",
-    "azure-native:containerregistry:Registry": "registryName",
-    "azure-native:resources:ResourceGroup": "resourceGroupName",
-    "azure-native:network:VirtualNetwork": "virtualNetworkName",
-    "azure-native:network:Subnet": "subnetName",
-    "azure-native:network:NetworkSecurityGroup": "networkSecurityGroupName",
-    "azure-native:network:PrivateEndpoint": "privateEndpointName",
-    "azure-native:privatedns:PrivateZone": "privateZoneName",
-    "azure-native:operationalinsights:Workspace": "workspaceName",
-    "azure-native:applicationinsights:Component": "resourceName",
+    resource_types.KEY_VAULT: "vaultName",
+    resource_types.CONTAINER_REGISTRY: "registryName",
+    resource_types.RESOURCE_GROUP: "resourceGroupName",
+    resource_types.VIRTUAL_NETWORK: "virtualNetworkName",
+    resource_types.SUBNET: "subnetName",
+    resource_types.NETWORK_SECURITY_GROUP: "networkSecurityGroupName",
+    resource_types.PRIVATE_ENDPOINT: "privateEndpointName",
+    resource_types.PRIVATE_DNS_ZONE: "privateZoneName",
+    resource_types.LOG_ANALYTICS_WORKSPACE: "workspaceName",
+    resource_types.APPLICATION_INSIGHTS: "resourceName",
 }
 
 

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from azurefacts import availability
+from azurefacts.resource_types import COMPUTE
 from policies.cost import UNBOUNDED, UNKNOWN, CostReport
 from policies.markdown import code
 from policies.markdown import text as markdown_text
+from stack.resolved import RUN_TYPE
 
 REPLACEMENTS = Path(__file__).resolve().parent.parent / "azurefacts" / "replacements.json"
-RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
-COMPUTE = "azure-native:machinelearningservices:Compute"
 PROJECT_PREFIX = "aml-gpu-training:"
 """Component types: logical groupings with no Azure resource of their own (runs are diffed apart)."""
 LIFECYCLE_OPTIONS = ("protect", "deleteBeforeReplace", "retainOnDelete", "replaceOnChanges", "ignoreChanges")

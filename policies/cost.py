@@ -21,11 +21,11 @@ from typing import Any
 from azurefacts import availability
 from azurefacts.prices import HOURS_PER_MONTH, PriceTable
 from azurefacts.prices import load as load_prices
+from azurefacts.resource_types import COMPUTE
 from policies.stack import Stack
 from policies.wire import get, inputs, same
 from stack.resolved import ResolvedRun
 
-COMPUTE = "azure-native:machinelearningservices:Compute"
 UNKNOWN = "unknown"
 UNBOUNDED = "unbounded"
 TIER_OF_PRIORITY = {"dedicated": "dedicated", "lowpriority": "low_priority"}

@@ -4,14 +4,15 @@ Resource and run rules become ``ResourceValidationPolicy`` (run rules on the ``D
 stack rules ``StackValidationPolicy``; ``policy-waivers`` and ``policy-waived-findings`` keep waivers honest.
 One pack config for both gates, the stack's own (:func:`policies.packconfig.default_path`); waivers and provider
 settings are read from the project folder and ``PULUMI_CONFIG``. :func:`plain` turns CrossGuard's proxies into
-the wire shape the rules read. Design notes: docs/development.md, "policies/crossguard.py".
+the wire shape the rules read. Which waivers apply and which are stale is :func:`policies.waivers.ledger`,
+shared with the offline gate. Design notes: docs/development.md, "policies/crossguard.py".
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -38,7 +39,17 @@ from policies.packconfig import RuleSettings, default_path, parameters, resolve
 from policies.packconfig import for_stack as pack_config_for_stack
 from policies.rule import Rule
 from policies.stack import COMPONENT_KINDS, Owner, Stack
-from policies.waivers import CONFIG_KEY, WaiverSettings, check_governance, check_references
+from policies.waivers import (
+    CONFIG_KEY,
+    Candidate,
+    Ledger,
+    Waivable,
+    WaiverSettings,
+    check_governance,
+    check_references,
+    ledger,
+    waiver_for,
+)
 from policies.waivers import settings as waiver_settings
 from policies.wire import UNKNOWN
 from stack import NAMESPACE
@@ -164,16 +175,18 @@ def _waiver_settings(root: Path, stack: str | None) -> WaiverSettings:
     return waiver_settings(dict(_pack_config(root, stack)), source=default_path(root, stack).name)
 
 
-def _all_waivers(stack: str, root: Path) -> tuple[Waiver, ...]:
-    """The platform's waivers for ``stack`` first, then the stack file's (as the offline gate orders them)."""
-    return (*_waiver_settings(root, stack).for_stack(stack), *_stack_waivers(stack, root))
+def _candidates(stack: str, root: Path) -> list[Candidate]:
+    """The platform's waivers for ``stack`` first, then the stack file's with their indices (as the offline gate
+    lists them)."""
+    return [*((None, w) for w in _waiver_settings(root, stack).for_stack(stack)),
+            *enumerate(_stack_waivers(stack, root))]
 
 
-def _waived(waivers: Iterable[Waiver], rule_id: str, owner: Owner, resource: str, message: str,
+def _waived(candidates: Sequence[Candidate], rule_id: str, owner: Owner, resource: str, message: str,
             today: dt.date) -> bool:
-    """Whether an active waiver was approved for this very finding (its fingerprint)."""
-    found = fingerprint(rule_id, owner, resource, message)
-    return any(w.covers(rule_id, owner.name) and w.active(today) and w.binds(found) for w in waivers)
+    """Whether the ledger applies a waiver to this finding (:func:`policies.waivers.waiver_for`)."""
+    finding = Waivable(rule_id, owner.name, fingerprint(rule_id, owner, resource, message))
+    return waiver_for(candidates, finding, today) is not None
 
 
 def stack_settings(root: Path, stack: str | None) -> Mapping[str, Any] | None:
@@ -254,7 +267,7 @@ def _resource_validator(
             return
         today = dt.date.today()
         owner = _owner(args.urn, getattr(args.opts, "parent", None))
-        waivers = _all_waivers(_stack_name(args.urn), root)
+        waivers = _candidates(_stack_name(args.urn), root)
         for message in rule.evaluate(subject, _settings(rule, args.get_config(), profile).params, today):
             if not _waived(waivers, rule.id, owner, args.name, message, today):  # else: policy-waived-findings
                 report_violation(_text(rule, owner, args.name, args.resource_type, message), None)
@@ -297,7 +310,7 @@ def _stack_validator(
         stack, urns = stack_from_args(args, root)
         today = dt.date.today()
         name = _stack_of(urns)
-        waivers = _all_waivers(name, root) if name else ()
+        waivers = _candidates(name, root) if name else []
         for violation in rule.evaluate(stack, _settings(rule, args.get_config(), profile).params, today):
             owner, resource, resource_type = describe(stack, violation.subject)
             if not _waived(waivers, rule.id, owner, resource, violation.message, today):
@@ -305,6 +318,19 @@ def _stack_validator(
                                  _urn_of(stack, urns, violation.subject))
 
     return validate
+
+
+def waiver_ledger(stack: Stack, root: Path, name: str,
+                  today: dt.date | None = None) -> tuple[Ledger, list[tuple[Finding, Any]]]:
+    """Every rule at the stack's pack config's parameters, and what the stack's waivers do to the findings
+    (:func:`policies.waivers.ledger`, as the offline gate decides it): what ``policy-waived-findings`` reports.
+    Each finding comes with the wire resource or :class:`ResolvedRun` at fault (for its URN), in rule order."""
+    today = today or dt.date.today()
+    found: list[tuple[Finding, Any]] = []
+    for rule, subject, message in violations(stack, _profile(root, name), today):
+        owner, resource, resource_type = describe(stack, subject)
+        found.append((Finding(rule, "mandatory", owner, resource, resource_type, message, ()), subject))
+    return ledger(_candidates(name, root), [f.waivable for f, _ in found], today), found
 
 
 def _waiver_policies(root: Path) -> list[Policy]:
@@ -335,33 +361,17 @@ def _waiver_policies(root: Path) -> list[Policy]:
         name = _stack_of(urns)
         if name is None:
             return
-        today = dt.date.today()
-        waivers = _all_waivers(name, root)
-        # Every rule at the stack's pack config's parameters: the waived findings CrossGuard's policies skipped.
-        settings = _profile(root, name)
-        stale: dict[int, tuple[Waiver, str]] = {}
-        bound: set[int] = set()
-        for rule, subject, message in violations(stack, settings, today):
-            owner, resource, resource_type = describe(stack, subject)
-            found = fingerprint(rule.id, owner, resource, message)
-            text = _text(rule, owner, resource, resource_type, message)
-            for waiver in waivers:
-                if not (waiver.covers(rule.id, owner.name) and waiver.active(today)):
-                    continue
-                if not waiver.binds(found):
-                    stale.setdefault(id(waiver), (waiver, f"{text} (fingerprint {found})"))
-                    continue
-                bound.add(id(waiver))
-                report_violation(
-                    f"[{rule.id}] waived in the {waiver.origin} ({waiver.reason}, until {waiver.expires}): {text}",
-                    _urn_of(stack, urns, subject),
-                )
-                break
-        for key, (waiver, text) in stale.items():
-            if key not in bound:
-                report_violation(f"[{waiver.rule}] stale waiver in the {waiver.origin}, not applied: it was approved "
-                                 f"for finding {waiver.fingerprint or '(no fingerprint)'}, and the finding is now: "
-                                 f"{text}", None)
+        decided, findings = waiver_ledger(stack, root, name)
+        for (finding, subject), candidate in zip(findings, decided.applied, strict=True):
+            if candidate is not None:
+                waiver = candidate[1]
+                report_violation(f"[{finding.rule.id}] waived in the {waiver.origin} ({waiver.reason}, until "
+                                 f"{waiver.expires}): {finding.text}", _urn_of(stack, urns, subject))
+        for (_, waiver), at in decided.stale:
+            finding = findings[at][0]
+            report_violation(f"[{waiver.rule}] stale waiver in the {waiver.origin}, not applied: it was approved "
+                             f"for finding {waiver.fingerprint or '(no fingerprint)'}, and the finding is now: "
+                             f"{finding.text} (fingerprint {finding.fingerprint})", None)
 
     return [
         StackValidationPolicy(

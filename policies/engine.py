@@ -17,14 +17,17 @@ from typing import Any, Literal
 from azurefacts.prices import PriceTable
 from policies.catalogue import BY_ID, RULES
 from policies.packconfig import RuleSettings, resolve
-from policies.rule import SEVERITIES, Rule, Violation
+from policies.rule import SEVERITIES, Rule, Violation, evidence
 from policies.stack import Owner, Stack
 from policies.waivers import (
     CONFIG_KEY,
+    Candidate,
     Locate,
+    Waivable,
     check_governance,
     check_references,
     governance_problems,
+    ledger,
     raise_all,
     reference_problems,
 )
@@ -83,6 +86,11 @@ class Finding:
         """What a waiver binds to (:func:`fingerprint`); also SARIF's ``partialFingerprints``."""
         return fingerprint(self.rule.id, self.owner, self.resource, self.message)
 
+    @property
+    def waivable(self) -> Waivable:
+        """What waivers are matched against (:func:`policies.waivers.ledger`)."""
+        return Waivable(self.rule.id, self.owner.name, self.fingerprint)
+
     def sort_key(self) -> tuple[Any, ...]:
         return (
             self.waived,
@@ -96,10 +104,15 @@ class Finding:
 
 
 def fingerprint(rule_id: str, owner: Owner, resource: str, message: str) -> str:
-    """32 hex digits naming one finding: its rule, the declared thing and resource it is about, and its
-    message, which states the evidence (``keeps 1 Standard_ND96isr_H200_v5 node(s) running``). The same in the
-    offline gate and in CrossGuard; a change to the evidence is a new fingerprint."""
-    key = "\0".join((rule_id, owner.kind, owner.name, resource, message))
+    """32 hex digits naming one finding: its rule, the declared thing and resource it is about, and its complete
+    evidence (:func:`policies.rule.evidence`): the message where it states every fact (``keeps 1
+    Standard_ND96isr_H200_v5 node(s) running``), else the facts a :class:`~policies.rule.Message` carries (every
+    operator range, not the eight its text shows). The same in the offline gate and in CrossGuard; any change to
+    the evidence is a new fingerprint, so a waiver approved for the old one goes stale."""
+    facts = evidence(message)
+    # A plain message is its own evidence (its fingerprint is what it always was); facts are marked apart.
+    stated = facts if facts == (message,) else ("\x01facts", *facts)
+    key = "\0".join((rule_id, owner.kind, owner.name, resource, *stated))
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
@@ -135,12 +148,14 @@ class Report:
     expired_waivers: tuple[tuple[int, Waiver], ...] = ()
     """Waivers past their expiry date (index in the stack's waivers list): they no longer apply."""
     unused_waivers: tuple[tuple[int, Waiver], ...] = ()
-    """Active waivers that matched no finding (candidates for removal)."""
+    """The stack file's active waivers that apply to no finding and are not stale: their rule and thing have no
+    finding, or an earlier waiver excuses the finding they name (candidates for removal)."""
     platform_waivers: tuple[PlatformWaiver, ...] = ()
     """The pack config's waivers for this stack (``policy-waivers.waivers``)."""
     stale_waivers: tuple[StaleWaiver, ...] = ()
-    """Active waivers whose rule and thing have a finding, but not the one they were approved for (their
-    fingerprint differs or is missing): not applied, listed with the fingerprint to approve."""
+    """Active waivers whose rule and thing have findings, none of them the one they were approved for (their
+    fingerprint differs or is missing): not applied, listed with the fingerprint to approve
+    (:func:`policies.waivers.ledger`)."""
 
     @property
     def waivers(self) -> tuple[Waiver, ...]:
@@ -292,17 +307,13 @@ def evaluate(
     check_governance(platform, severities=severities, policy=policy, today=today, stack_file=False,
                      **pack)  # type: ignore[arg-type]
     # The platform's waivers come first: a finding both excuse is the platform's decision.
-    candidates: list[tuple[int | None, Waiver]] = [(None, w) for w in platform]
+    candidates: list[Candidate] = [(None, w) for w in platform]
     candidates += list(enumerate(config.waivers))
 
-    used: set[int] = set()
     findings = []
-    unbound: dict[int, tuple[int | None, Waiver, Finding]] = {}
-    """Waivers covering a finding's rule and thing without binding to it, by id, with the first such finding."""
-    bound: set[int] = set()
     for rule, subject, message in violations(stack, settings, today):
         owner, resource, resource_type = describe(stack, subject)
-        finding = Finding(
+        findings.append(Finding(
             rule=rule,
             enforcement=settings[rule.id].enforcement,  # type: ignore[arg-type]
             owner=owner,
@@ -310,20 +321,13 @@ def evaluate(
             resource_type=resource_type,
             message=message,
             location=locator.path(owner, rule),
-        )
-        covering = [(i, w) for i, w in candidates if w.covers(rule.id, owner.name) and w.active(today)]
-        matching = [(i, w) for i, w in covering if w.binds(finding.fingerprint)]
-        for i, w in covering:
-            unbound.setdefault(id(w), (i, w, finding))
-        bound.update(id(w) for _, w in matching[:1])
-        used.update(i for i, _ in matching[:1] if i is not None)
-        findings.append(replace(finding, waiver=matching[0][1]) if matching else finding)
+        ))
+    decided = ledger(candidates, [f.waivable for f in findings], today)
+    stale = tuple(StaleWaiver(i, w, findings[at]) for (i, w), at in decided.stale)
+    findings = [replace(f, waiver=c[1]) if c is not None else f for f, c in zip(findings, decided.applied, strict=True)]
     findings.sort(key=Finding.sort_key)
-    stale = tuple(StaleWaiver(i, w, f) for key, (i, w, f) in unbound.items() if key not in bound)
-    stale_ids = {id(s.waiver) for s in stale}
-    expired = tuple((i, w) for i, w in enumerate(config.waivers) if not w.active(today))
-    unused = tuple((i, w) for i, w in enumerate(config.waivers)
-                   if w.active(today) and i not in used and id(w) not in stale_ids)
+    expired = tuple((i, w) for i, w in decided.expired if i is not None)
+    unused = tuple((i, w) for i, w in decided.unused if i is not None)
     return Report(tuple(findings), settings, expired, unused, platform_waivers=platform,
                   stack_waivers=tuple(config.waivers), stale_waivers=stale)
 

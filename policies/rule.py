@@ -13,7 +13,9 @@ A check's keyword-only parameters are the rule's *parameters* (a tuple of string
 defaults are the rule's defaults and a pack config may override them (``{"rule-id": {"param": value}}``). The keyword
 ``today`` is not a parameter: the engine passes the evaluation date to checks that declare it.
 
-Rule ids are stable kebab-case names, never reused for a different check.
+A message that shortens its evidence (eight ranges shown, a count) is a :class:`Message` carrying every
+fact: what a waiver's fingerprint covers. :func:`rule` is the one decorator (``resource_rule``, ``run_rule`` and
+``stack_rule`` name its kind). Rule ids are stable kebab-case names, never reused for a different check.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ import datetime as dt
 import functools
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, Unpack
 
 if TYPE_CHECKING:
     from policies.stack import Stack
@@ -43,6 +45,25 @@ CONTEXT_ARGUMENTS = frozenset({"today"})
 
 Resource = Mapping[str, Any]
 """One planned resource in wire shape (see the module docstring)."""
+
+
+class Message(str):
+    """A violation message that abbreviates its evidence (``operator ranges a, b, ... and 2 more``), with the
+    complete facts it stands for: every range, address and count, as the rule read them. A waiver's fingerprint
+    covers these facts, not the text (:func:`evidence`), so a change the text does not show still changes the
+    finding. A check returns one wherever its message leaves a fact out; a plain ``str`` states all of its own."""
+
+    facts: tuple[str, ...]
+
+    def __new__(cls, text: str, facts: Iterable[object]) -> Message:
+        message = super().__new__(cls, text)
+        message.facts = tuple(str(fact) for fact in facts)
+        return message
+
+
+def evidence(message: str) -> tuple[str, ...]:
+    """What a finding with ``message`` states: a :class:`Message`'s complete facts, else the message itself."""
+    return message.facts if isinstance(message, Message) else (message,)
 
 
 @dataclass(frozen=True)
@@ -135,70 +156,41 @@ def _family(check: Callable[..., Any]) -> str:
     return parts[2] if parts[:2] == ["policies", "rules"] and len(parts) > 2 else parts[-1]
 
 
-def _make(kind: Kind, types: tuple[str, ...], meta: dict[str, Any]) -> Callable[[Callable[..., Any]], Rule]:
+class RuleMeta(TypedDict):
+    """The metadata every rule declaration gives (see :class:`Rule` for what each means)."""
+
+    id: str
+    title: str
+    severity: Severity
+    enforcement: Enforcement
+    rationale: str
+    remediation: str
+    reference: str
+    config_key: NotRequired[tuple[str, ...]]
+    hygiene: NotRequired[bool]
+
+
+def rule(kind: Kind, *, types: Sequence[str] = (), **meta: Unpack[RuleMeta]) -> Callable[[Callable[..., Any]], Rule]:
+    """The one rule decorator: declare ``check`` as a rule of ``kind`` (over resources of ``types``, for a
+    resource rule); its parameters are read from the check's keyword-only arguments."""
+
     def wrap(check: Callable[..., Any]) -> Rule:
-        return Rule(
-            **meta,
-            kind=kind,
-            check=check,
-            family=_family(check),
-            resource_types=types,
-            parameters=_parameters(check),
-        )
+        return Rule(**meta, kind=kind, check=check, family=_family(check), resource_types=tuple(types),
+                    parameters=_parameters(check))
 
     return wrap
 
 
-def resource_rule(
-    *,
-    id: str,
-    types: Sequence[str],
-    title: str,
-    severity: Severity,
-    enforcement: Enforcement,
-    rationale: str,
-    remediation: str,
-    reference: str,
-    config_key: tuple[str, ...] = (),
-    hygiene: bool = False,
-) -> Callable[[Callable[..., list[str]]], Rule]:
+def resource_rule(*, types: Sequence[str], **meta: Unpack[RuleMeta]) -> Callable[[Callable[..., list[str]]], Rule]:
     """Declare ``check(resource, **params) -> list[str]`` as a rule over resources of ``types``."""
-    meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
-                remediation=remediation, reference=reference, config_key=config_key, hygiene=hygiene)
-    return _make("resource", tuple(types), meta)
+    return rule("resource", types=types, **meta)
 
 
-def run_rule(
-    *,
-    id: str,
-    title: str,
-    severity: Severity,
-    enforcement: Enforcement,
-    rationale: str,
-    remediation: str,
-    reference: str,
-    config_key: tuple[str, ...] = (),
-    hygiene: bool = False,
-) -> Callable[[Callable[..., list[str]]], Rule]:
+def run_rule(**meta: Unpack[RuleMeta]) -> Callable[[Callable[..., list[str]]], Rule]:
     """Declare ``check(run: ResolvedRun, **params) -> list[str]`` as a rule over declared runs."""
-    meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
-                remediation=remediation, reference=reference, config_key=config_key, hygiene=hygiene)
-    return _make("run", (), meta)
+    return rule("run", **meta)
 
 
-def stack_rule(
-    *,
-    id: str,
-    title: str,
-    severity: Severity,
-    enforcement: Enforcement,
-    rationale: str,
-    remediation: str,
-    reference: str,
-    config_key: tuple[str, ...] = (),
-    hygiene: bool = False,
-) -> Callable[[Callable[..., list[Violation]]], Rule]:
+def stack_rule(**meta: Unpack[RuleMeta]) -> Callable[[Callable[..., list[Violation]]], Rule]:
     """Declare ``check(stack: Stack, **params) -> list[Violation]`` as a cross-resource rule."""
-    meta = dict(id=id, title=title, severity=severity, enforcement=enforcement, rationale=rationale,
-                remediation=remediation, reference=reference, config_key=config_key, hygiene=hygiene)
-    return _make("stack", (), meta)
+    return rule("stack", **meta)

@@ -216,3 +216,63 @@ def from_records(records: Any, *, source: str) -> list[Waiver]:
         except (TypeError, ValueError, KeyError, AttributeError):
             raise ConfigError("not a recorded waiver", file=source, key=f"[{i}]") from None
     return out
+
+
+# ------------------------------------------------------------------------------------------ the ledger
+
+Candidate = tuple[int | None, Waiver]
+"""A waiver that may apply, with its index in the stack file's ``waivers`` (None: the pack config's)."""
+
+
+@dataclass(frozen=True)
+class Waivable:
+    """What a waiver is matched against in a finding: its rule, the declared thing's name, its fingerprint."""
+
+    rule: str
+    name: str
+    fingerprint: str
+
+
+def waiver_for(candidates: Sequence[Candidate], finding: Waivable, today: dt.date) -> Candidate | None:
+    """The waiver applied to ``finding``: the first of ``candidates`` (the platform's come first) that is active on
+    ``today``, is about the finding's rule and thing, and names its fingerprint."""
+    return next((c for c in candidates if c[1].active(today) and c[1].covers(finding.rule, finding.name)
+                 and c[1].binds(finding.fingerprint)), None)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What a list of waivers does to a list of findings (:func:`ledger`); the one decision of the offline gate
+    and of CrossGuard."""
+
+    applied: tuple[Candidate | None, ...]
+    """The waiver applied to each finding (None: open), in the findings' order."""
+    stale: tuple[tuple[Candidate, int], ...]
+    """Each stale waiver, with the index of the first finding of its rule and thing (the one to review)."""
+    unused: tuple[Candidate, ...]
+    """Active waivers neither applied nor stale: their rule and thing have no finding, or the finding they name is
+    excused by an earlier waiver (the platform's, or a duplicate)."""
+    expired: tuple[Candidate, ...]
+    """Waivers past their expiry: never applied."""
+
+
+def ledger(candidates: Sequence[Candidate], findings: Sequence[Waivable], today: dt.date) -> Ledger:
+    """Apply ``candidates`` to ``findings``. A finding takes the first active waiver of its rule and thing that
+    names its fingerprint (:func:`waiver_for`). An active waiver is **stale** when its rule and thing have
+    findings and its fingerprint (or the lack of one) names none of them: what was approved changed. Whether a
+    waiver is stale depends on the findings alone, never on the other waivers or their order."""
+    applied = tuple(waiver_for(candidates, f, today) for f in findings)
+    used = {id(c[1]) for c in applied if c is not None}
+    stale: list[tuple[Candidate, int]] = []
+    unused: list[Candidate] = []
+    for candidate in candidates:
+        waiver = candidate[1]
+        if not waiver.active(today) or id(waiver) in used:
+            continue
+        covered = [i for i, f in enumerate(findings) if waiver.covers(f.rule, f.name)]
+        if covered and not any(waiver.binds(findings[i].fingerprint) for i in covered):
+            stale.append((candidate, covered[0]))
+        else:
+            unused.append(candidate)
+    expired = tuple(c for c in candidates if not c[1].active(today))
+    return Ledger(applied, tuple(stale), tuple(unused), expired)

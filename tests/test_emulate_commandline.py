@@ -107,3 +107,65 @@ def test_placeholders_are_filled_textually() -> None:
         "python t.py --lr 0.1 --data '/tmp/my data' --out /w/o/model"
     )
     assert commandline.referenced_inputs(command) == {"lr", "data"}
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ("python -W ignore -m torch.distributed.run --nnodes 4 --nproc_per_node 8 train.py",
+     "python -W ignore -m torch.distributed.run --nnodes 1 --nproc_per_node 2 train.py"),
+    ("python -mtorch.distributed.run --nnodes=4 --nproc_per_node=8 train.py",
+     "python -mtorch.distributed.run --nnodes=1 --nproc_per_node=2 train.py"),
+], ids=["python-W-ignore", "python-mmodule"])
+def test_run_local_rescales_every_python_form_the_gate_reads(command: str, expected: str) -> None:
+    """Issue 35 point 3.4 / issue 40 point 6: run-local read ``ignore`` as the script and ``-mtorch...`` as an
+    interpreter option, so it found no flags to rescale."""
+    call = commandline.locate(command, TR)
+    assert call is not None
+    assert commandline.rescale(command, call, nodes=1, procs_per_node=2, gpus_per_node=8) == (
+        expected, ["--nproc_per_node 8 -> 2", "--nnodes 4 -> 1"])
+
+
+LAUNCH_FORMS = [
+    "torchrun --nnodes 2 --nproc_per_node 4 train.py",
+    "torchrun --standalone --nnodes=2 --nproc-per-node=4 train.py --nnodes 9",
+    "python -m torch.distributed.run --nnodes=2 --nproc-per-node=4 train.py",
+    "python -W ignore -m torch.distributed.run --nnodes 2 --nproc_per_node 4 train.py",
+    "python -mtorch.distributed.run --nnodes 2 --nproc_per_node 4 train.py",
+    "python3 -u -X faulthandler -m torch.distributed.launch --nnodes 2 --nproc_per_node 4 train.py --nnodes 7",
+    "torchrun --nproc_per_node 4 --nnodes 2 -m pkg.train --nproc_per_node 9",
+    "torchrun --nnodes 2 --no_python --nproc_per_node 4 bash run.sh",
+    "accelerate launch --num_machines 2 --num_processes 8 train.py",
+    "accelerate launch --multi_gpu --num-machines 2 --num-processes 8 train.py --num_processes 3",
+    "python -m accelerate.commands.launch --num_machines 2 --num_processes 8 train.py",
+    "deepspeed --hostfile hosts --num_nodes 2 --num_gpus 4 train.py --deepspeed ds.json",
+    "python -m deepspeed.launcher.runner --hostfile hosts --num_nodes 2 --num_gpus 4 train.py",
+    "fabric run model --num-nodes 2 --devices 4 train.py",
+    "python -m lightning run model --num-nodes 2 --devices 4 train.py",
+    "python lightning_train.py --trainer.num_nodes 2 --trainer.devices 4",
+    "python lightning_train.py --trainer.num_nodes=2 --gpus 4",
+    "deepspeed --hostfile hosts --num_nodes 2 --num_accelerators 4 train.py",
+    "torchrun --nnodes 3 --nproc_per_node 4 --nnodes 2 train.py",
+    "torchrun --nnodes=2 --nproc_per_node 8 --nproc-per-node=4 train.py",
+]
+
+
+@pytest.mark.parametrize("command", LAUNCH_FORMS)
+def test_the_gate_and_run_local_read_each_launch_form_the_same(command: str) -> None:
+    """One launcher reader: what ``amlgpu plan`` reads of a launch (its launcher, nodes and workers per node) is
+    what ``amlgpu run-local`` finds to rescale."""
+    from analysis import shell, topology
+
+    (cmd,) = [c for c in shell.evaluate(command, placeholders={}).commands if topology.read_launch(
+        c, topology.Contract("pytorch", 2, 4, gpus=4)) is not None]
+    launch = topology.read_launch(cmd, topology.Contract("pytorch", 2, 4, gpus=4))
+    assert launch is not None
+    call = commandline.locate(command, launch.launcher)
+    assert call is not None, launch.launcher
+    procs, nodes = commandline.counts(call)
+    assert launch.nodes == (2, 2) and nodes is not None and (int(nodes), int(nodes)) == launch.nodes
+    per_node = int(procs or 0) // (int(nodes) if launch.launcher == launchers.ACCELERATE else 1)
+    assert launch.procs_per_node == per_node == 4
+    # What run-local writes is what the gate then reads: one node, two workers.
+    scaled, _ = commandline.rescale(command, call, nodes=1, procs_per_node=2, gpus_per_node=4)
+    (again,) = [topology.read_launch(c, topology.Contract("pytorch", 1, 2, gpus=4))
+                for c in shell.evaluate(scaled, placeholders={}).commands]
+    assert again is not None and again.nodes == (1, 1) and again.procs_per_node == 2, scaled

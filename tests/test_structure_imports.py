@@ -49,7 +49,8 @@ def test_the_pulumi_program_imports_neither_the_cli_nor_the_plan_nor_the_gate() 
 @pytest.mark.parametrize(("target", "line", "expected"), [
     ("kernel/errors.py", "import amlgpu.cli", "kernel.errors -> amlgpu.cli"),  # an upward import
     ("preflight/deploy.py", "import jobs.render", "preflight.deploy -> jobs.render"),  # one feature into another
-    ("policies/engine.py", "import jobs.emulate.local", "policies.engine -> jobs.emulate.local"),  # the gate, the emulator
+    # the gate into the emulator
+    ("policies/engine.py", "import jobs.emulate.local", "policies.engine -> jobs.emulate.local"),
 ])
 def test_the_contracts_catch_a_broken_import(tmp_path: Path, target: str, line: str, expected: str) -> None:
     # The checker must be able to fail: a copy of the packages with one forbidden import breaks it.

@@ -17,7 +17,6 @@ that works.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,20 +24,14 @@ from analysis import shell, topology
 from jobs import launchers
 from stack.runs import PLACEHOLDER
 
-_PROCS_FLAGS: dict[str, tuple[str, ...]] = {
-    launchers.TORCHRUN: ("--nproc_per_node", "--nproc-per-node"),
-    launchers.TORCH_DISTRIBUTED_LAUNCH: ("--nproc_per_node", "--nproc-per-node"),
-    launchers.ACCELERATE: ("--num_processes", "--num-processes"),
-    launchers.DEEPSPEED: ("--num_gpus", "--num-gpus"),
-    launchers.LIGHTNING: ("--trainer.devices", "--devices"),
+_NAMES: dict[str, tuple[str, str]] = {
+    launchers.TORCHRUN: ("--nproc_per_node", "--nnodes"),
+    launchers.TORCH_DISTRIBUTED_LAUNCH: ("--nproc_per_node", "--nnodes"),
+    launchers.ACCELERATE: ("--num_processes", "--num_machines"),
+    launchers.DEEPSPEED: ("--num_gpus", "--num_nodes"),
+    launchers.LIGHTNING: ("--trainer.devices", "--trainer.num_nodes"),
 }
-_NODES_FLAGS: dict[str, tuple[str, ...]] = {
-    launchers.TORCHRUN: ("--nnodes",),
-    launchers.TORCH_DISTRIBUTED_LAUNCH: ("--nnodes",),
-    launchers.ACCELERATE: ("--num_machines", "--num-machines"),
-    launchers.DEEPSPEED: ("--num_nodes", "--num-nodes"),
-    launchers.LIGHTNING: ("--trainer.num_nodes", "--num_nodes", "--num-nodes"),
-}
+"""How notes name each launcher's worker and node count flags (which words hold them is the gate's reading)."""
 _TOTAL_PROCESSES = {launchers.ACCELERATE}
 """Launchers whose process flag counts processes across all nodes, not per node."""
 _DEFAULTS_TO_ONE = {launchers.TORCHRUN, launchers.TORCH_DISTRIBUTED_LAUNCH}
@@ -55,22 +48,25 @@ class Span:
 
 
 @dataclass(frozen=True)
-class LauncherCall:
-    """Where a per-node launcher sits in a command: its kind, where its options begin, and the words its
-    flags may be among (its own options; a Lightning script's arguments)."""
+class Count:
+    """A count the launcher's flags give, where it is written."""
 
-    kind: str
-    options_start: int
-    options: tuple[Span, ...]
-
-
-@dataclass(frozen=True)
-class _Flag:
     value: str
     """Its value (quotes removed); as written when only known at run time (``$WORLD_SIZE``)."""
     start: int
-    """Where the value's word starts in the command."""
+    """Where the value starts in the command (after the ``=`` of ``--nnodes=4``)."""
     end: int
+
+
+@dataclass(frozen=True)
+class LauncherCall:
+    """Where a per-node launcher sits in a command: its kind, where its options begin, and the worker and node
+    counts the gate read of it (:func:`analysis.topology.launcher_words`), where they are written."""
+
+    kind: str
+    options_start: int
+    workers: Count | None
+    nodes: Count | None
 
 
 def _spans(text: str, command: shell.Command) -> list[Span] | None:
@@ -91,84 +87,44 @@ def _spans(text: str, command: shell.Command) -> list[Span] | None:
 
 
 def locate(command: str, kind: str) -> LauncherCall | None:
-    """Where the per-node launcher ``kind`` (a :mod:`jobs.launchers` name) starts in ``command``."""
+    """Where the per-node launcher ``kind`` (a :mod:`jobs.launchers` name) starts in ``command``, and its counts:
+    the gate's reading of its words (:func:`analysis.topology.launcher_words`), so run-local edits the very words
+    the gate read, in every form the gate reads (``python -W ignore -m torch.distributed.run``,
+    ``python -mtorch.distributed.run``, ``--nproc-per-node=8``)."""
     script = shell.evaluate(command, placeholders={})
-    contract = topology.Contract("pytorch", 1, 1)
     for cmd in script.commands:
-        launch = topology.read_launch(cmd, contract)
-        if launch is None or launch.launcher != kind:
+        words = topology.launcher_words(cmd)
+        if words is None or words.launcher != kind:
             continue
         spans = _spans(command, cmd)
         if spans is None:
             return None
-        program = _program_words(cmd, kind)
-        if kind == launchers.LIGHTNING:
-            return LauncherCall(kind, spans[program - 1].end, tuple(spans[program:]))
-        end = next((i for i in range(program, len(spans)) if _script_word(cmd, i, kind)), len(spans))
-        return LauncherCall(kind, spans[program - 1].end, tuple(spans[program:end]))
+        return LauncherCall(kind, spans[words.program - 1].end, _count(command, spans, words.workers),
+                            _count(command, spans, words.nodes))
     return None
 
 
-def _program_words(command: shell.Command, kind: str) -> int:
-    """How many words name the launcher (``torchrun``: 1; ``python -u -m torch.distributed.run``: 4;
-    ``accelerate launch``: 2; for Lightning the program and its script)."""
-    values = [w.value for w in command.argv]
-    name = posixpath.basename(values[0] or "")
-    if name == "accelerate" or name in ("fabric", "lightning"):
-        return 3 if len(values) > 2 and values[1] == "run" and values[2] == "model" else 2
-    if name in ("torchrun", "deepspeed"):
-        return 1
-    for i, value in enumerate(values[1:], start=1):
-        if value == "-m":
-            count = i + 2
-            if values[i + 1] == "lightning" and i + 2 < len(values) and values[i + 2] == "run":
-                count += 2 if i + 3 < len(values) and values[i + 3] == "model" else 1
-            return count
-        if value is None or not value.startswith("-"):
-            return i + 1  # python [options] script.py: a Lightning script's arguments follow it
-    return len(values)
+def _count(command: str, spans: list[Span], where: tuple[int, bool] | None) -> Count | None:
+    if where is None:
+        return None
+    index, attached = where
+    span = spans[index]
+    written = command[span.start:span.end]
+    if attached:
+        offset = written.find("=") + 1
+        value = (span.value or "").partition("=")[2] if span.value is not None else written[offset:]
+        return Count(value, span.start + offset, span.end)
+    return Count(span.value if span.value is not None else written, span.start, span.end)
 
 
-def _script_word(command: shell.Command, index: int, kind: str) -> bool:
-    """Whether the word at ``index`` ends a launcher's own options: its script, ``-m``, or what ``--no_python``
-    runs."""
-    words = command.argv
-    value = words[index].value or ""
-    before = words[index - 1].value if index else None
-    if before in ("--no_python", "--no-python"):
-        return True
-    if value in ("-m", "--module"):
-        return True
-    if value.startswith("-"):
-        return False
-    # a value of the option before it, or the script
-    return not (before or "").startswith("-") or "=" in (before or "") or before in _BOOLEAN_FLAGS
-
-
-_BOOLEAN_FLAGS = frozenset({*topology.TORCHRUN_BOOLEANS, *topology.ACCELERATE_BOOLEANS, *topology.DEEPSPEED_BOOLEANS,
-                            "--standalone", "--no-python", "--multi-gpu", "--use-env", "--same-network"})
-
-
-def _flag(command: str, call: LauncherCall, names: tuple[str, ...]) -> _Flag | None:
-    for i, span in enumerate(call.options):
-        value = span.value or ""
-        name, eq, inline = value.partition("=")
-        if name not in names:
-            continue
-        if eq:
-            text = command[span.start:span.end]
-            offset = text.find("=") + 1
-            return _Flag(inline, span.start + offset, span.end)
-        if i + 1 < len(call.options):
-            nxt = call.options[i + 1]
-            written = command[nxt.start:nxt.end]
-            return _Flag(nxt.value if nxt.value is not None else written, nxt.start, nxt.end)
-    return None
+def counts(call: LauncherCall) -> tuple[str | None, str | None]:
+    """The worker and node counts the launcher's flags give, as :func:`rescale` reads them (None: not set)."""
+    return (call.workers.value if call.workers else None), (call.nodes.value if call.nodes else None)
 
 
 def workers_flag_given(command: str, call: LauncherCall) -> bool:
     """Whether the command sets the launcher's worker count at all."""
-    return _flag(command, call, _PROCS_FLAGS[call.kind]) is not None
+    return call.workers is not None
 
 
 def default_workers(kind: str, gpus_per_node: int) -> int:
@@ -185,8 +141,8 @@ def rescale(command: str, call: LauncherCall, *, nodes: int, procs_per_node: int
     torchrun's flag can be added)."""
     procs_value = procs_per_node * nodes if call.kind in _TOTAL_PROCESSES else procs_per_node
     edits: list[tuple[int, int, str, str]] = []  # start, end, replacement, note
-    procs_name = _PROCS_FLAGS[call.kind][0]
-    procs = _flag(command, call, _PROCS_FLAGS[call.kind])
+    procs_name, nodes_name = _NAMES[call.kind]
+    procs = call.workers
     if procs is None:
         if procs_per_node != default_workers(call.kind, gpus_per_node):
             if call.kind not in _DEFAULTS_TO_ONE:
@@ -196,12 +152,11 @@ def rescale(command: str, call: LauncherCall, *, nodes: int, procs_per_node: int
                           f"added {procs_name} {procs_value}"))
     elif procs.value != str(procs_value):
         edits.append((procs.start, procs.end, str(procs_value), f"{procs_name} {procs.value} -> {procs_value}"))
-    nodes_flag = _flag(command, call, _NODES_FLAGS[call.kind])
+    nodes_flag = call.nodes
     # A literal node count is rescaled; `--nnodes $WORLD_SIZE` already follows the local contract.
     literal = nodes_flag is not None and nodes_flag.value.replace(":", "", 1).isdigit()
     if nodes_flag is not None and literal and nodes_flag.value != str(nodes):
-        name = _NODES_FLAGS[call.kind][0]
-        edits.append((nodes_flag.start, nodes_flag.end, str(nodes), f"{name} {nodes_flag.value} -> {nodes}"))
+        edits.append((nodes_flag.start, nodes_flag.end, str(nodes), f"{nodes_name} {nodes_flag.value} -> {nodes}"))
     for start, end, replacement, _ in sorted(edits, reverse=True):  # from the end: earlier offsets stay valid
         command = command[:start] + replacement + command[end:]
     return command, [note for *_, note in edits]

@@ -9,13 +9,13 @@ US dollars, set per rule in the pack config (``{"run-cost-ceiling": {"max_usd_pe
 
 from __future__ import annotations
 
+from azurefacts.resource_types import COMPUTE
 from policies.cost import UNKNOWN, CostReport, estimate
 from policies.rule import Violation, stack_rule
 from policies.stack import WORKSPACE_TYPE, Stack
 
 COST_GUIDE = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-manage-optimize-cost"
 PRICES_API = "https://learn.microsoft.com/en-us/rest/api/cost-management/retail-prices/azure-retail-prices"
-COMPUTE = "azure-native:machinelearningservices:Compute"
 
 
 def _cost(stack: Stack) -> CostReport:

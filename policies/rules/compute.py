@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from azurefacts import skus
+from azurefacts.resource_types import COMPUTE
 from kernel import regex as linear
 from policies.rule import resource_rule
 from policies.wire import get, inputs, is_false, is_true, known, same
 
-COMPUTE = "azure-native:machinelearningservices:Compute"
 PSRULE = "https://azure.github.io/PSRule.Rules.Azure/en/rules/"
 CLUSTER_DOCS = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-create-attach-compute-cluster"
 

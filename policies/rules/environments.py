@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from azurefacts.resource_types import ENVIRONMENT_VERSION
 from policies.rule import resource_rule
 from policies.wire import get, inputs, known
 
-ENVIRONMENT_VERSION = "azure-native:machinelearningservices:EnvironmentVersion"
 ENVIRONMENT_DOCS = "https://learn.microsoft.com/en-us/azure/machine-learning/concept-environments"
 ENVIRONMENT_COMPONENT = "aml-gpu-training:infra:Environment"
 BUILD_SECRETS = "https://docs.docker.com/build/building/secrets/"

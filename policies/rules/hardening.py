@@ -14,16 +14,17 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from analysis import docker_run
+from azurefacts.resource_types import STORAGE_ACCOUNT as STORAGE
+from azurefacts.resource_types import USER_ASSIGNED_IDENTITY
 from kernel import bounded
-from policies.rule import Violation, resource_rule, run_rule, stack_rule
+from policies.rule import Message, Violation, resource_rule, run_rule, stack_rule
 from policies.stack import WORKSPACE_TYPE, Stack
 from policies.wire import get, inputs, known
 from stack import NAMESPACE
 from stack.resolved import ResolvedRun
 from stack.stackfile import SECRET_PLACEHOLDER
 
-STORAGE = "azure-native:storage:StorageAccount"
-USER_ASSIGNED_IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 IDENTITY_DOCS = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-identity-based-service-authentication"
 DOCKER_RUN = "https://docs.docker.com/reference/cli/docker/container/run/"
 INTERACTIVE_JOBS = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-interactive-jobs"
@@ -241,7 +242,7 @@ def storage_operator_ranges_not_open(
         network = _network(value)
         if network is not None:
             by_family[network.version].append((value.strip(), network))
-    out = []
+    out: list[str] = []
     for version, shortest in ((4, min_prefix_length), (6, min_prefix_length_ipv6)):
         listed = by_family[version]
         bits = 32 if version == 4 else 128
@@ -250,61 +251,26 @@ def storage_operator_ranges_not_open(
         if addresses <= 2 ** (bits - min(shortest, bits)):
             continue
         share = _share(addresses, bits)
+        # The text shows eight ranges; a waiver binds to every one of them and to the count (issue 36).
+        facts = (f"IPv{version}", f"{addresses} addresses", f"at most one /{shortest}", *(v for v, _ in listed))
         if len(listed) == 1:
-            out.append(f"operator range {listed[0][0]} lets {share} through the storage firewall "
-                       f"(the shortest allowed prefix is /{shortest})")
+            out.append(Message(f"operator range {listed[0][0]} lets {share} through the storage firewall "
+                               f"(the shortest allowed prefix is /{shortest})", facts))
         else:
             shown = ", ".join(value for value, _ in listed[:8]) + (f" and {len(listed) - 8} more" if len(listed) > 8
                                                                     else "")
-            out.append(f"operator ranges {shown} together let {share} through the storage firewall (together "
-                       f"they may cover at most one /{shortest})")
+            out.append(Message(f"operator ranges {shown} together let {share} through the storage firewall "
+                               f"(together they may cover at most one /{shortest})", facts))
     return out
 
 
 _HOST_NAMESPACES = ("--network", "--net", "--pid", "--uts", "--userns", "--cgroupns")
 _UNCONFINED = ("seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined", "label=disable")
-_SHORT_WITH_VALUE = frozenset("acehlmpuvw")
-"""``docker run``'s one-letter options that take a value (-a/--attach, -c/--cpu-shares, -e/--env, -h/--hostname,
--l/--label, -m/--memory, -p/--publish, -u/--user, -v/--volume, -w/--workdir); the others (-d, -i, -t, -P,
--q) are switches. docker/cli parses with spf13/pflag: switches combine (``-it``), and the last letter of a
-group may take its value attached (``-itv/:/host``) or as the next word."""
-_SHORT_NAMES = {"v": "--volume", "e": "--env"}
 _HOST_PATH_START = ("/", ".", "~", "$", "\\")
 """How a host path starts in a volume's source: absolute, relative (docker/cli makes ``./x`` absolute), the
 home folder or a variable (expanded by a shell, if one runs the command), a Windows path."""
 _TRUE = frozenset({"1", "t", "true"})
 """What Go's strconv.ParseBool reads as true (case-folded), for ``--privileged=<value>``."""
-
-
-def _options(args: str) -> list[tuple[str, str | None]]:
-    """docker run options as (flag, value): ``--flag=value``, ``--flag value``, ``-v value``, ``-v=value``,
-    ``-vvalue`` and combined switches (``-itv value``) alike, one-letter options under their long names
-    where the rule looks at them (``-v`` -> ``--volume``)."""
-    tokens = bounded.split_words(args)
-    out: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        following = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("-") else None
-        if token.startswith("--"):
-            flag, eq, attached = token.partition("=")
-            if eq:
-                out.append((flag, attached))
-            else:
-                out.append((flag, following))
-                i += 1 if following is not None else 0
-        elif token.startswith("-") and len(token) > 1:
-            letters = token[1:]
-            for j, letter in enumerate(letters):
-                if letter in _SHORT_WITH_VALUE:
-                    rest = letters[j + 1:].removeprefix("=")
-                    if not rest and following is not None:
-                        i += 1
-                    out.append((_SHORT_NAMES.get(letter, f"-{letter}"), rest or following))
-                    break
-                out.append((f"-{letter}", None))
-        i += 1
-    return out
 
 
 def _mount_fields(value: str) -> dict[str, str]:
@@ -380,7 +346,8 @@ def run_docker_args_confined(run: ResolvedRun) -> list[str]:
     args = (run.spec.get("resources") or {}).get("docker_args")
     if not args:
         return []
-    return [door for flag, value in _options(str(args)) if (door := _door(flag, value))]
+    words = bounded.split_words(str(args))
+    return [door for flag, value in docker_run.options(words) if (door := _door(flag, value))]
 
 
 def _services(run: ResolvedRun) -> list[tuple[str, Mapping[str, Any]]]:

@@ -9,16 +9,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policies.rule import Violation, resource_rule, stack_rule
+from azurefacts.resource_types import NETWORK_SECURITY_GROUP as NSG
+from azurefacts.resource_types import PRIVATE_DNS_ZONE_GROUP as DNS_ZONE_GROUP
+from azurefacts.resource_types import PRIVATE_DNS_ZONE_LINK as ZONE_LINK
+from azurefacts.resource_types import PRIVATE_ENDPOINT, SECURITY_RULE, SUBNET, VIRTUAL_NETWORK
+from policies.rule import Message, Violation, resource_rule, stack_rule
 from policies.stack import Stack
 from policies.wire import get, inputs, known, same
-
-NSG = "azure-native:network:NetworkSecurityGroup"
-SECURITY_RULE = "azure-native:network:SecurityRule"
-SUBNET = "azure-native:network:Subnet"
-VIRTUAL_NETWORK = "azure-native:network:VirtualNetwork"
-PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
-DNS_ZONE_GROUP = "azure-native:network:PrivateDnsZoneGroup"
 
 _ANYWHERE = {"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"}
 _WELL_KNOWN = {22: "SSH", 3389: "RDP"}
@@ -43,7 +40,7 @@ def _covers(port_range: str, port: int) -> bool:
 
 
 def _open_inbound(rules: Iterable[Mapping[str, Any]]) -> list[str]:
-    out = []
+    out: list[str] = []
     for rule in rules:
         if not (same(get(rule, "direction"), "Inbound") and same(get(rule, "access"), "Allow")):
             continue
@@ -52,7 +49,9 @@ def _open_inbound(rules: Iterable[Mapping[str, Any]]) -> list[str]:
         ports = _ports(rule) or ["*"]
         named = [f"{port} ({what})" for port, what in _WELL_KNOWN.items() if any(_covers(p, port) for p in ports)]
         exposed = ", ".join(named) if named else "port(s) " + ", ".join(ports)
-        out.append(f"inbound rule {get(rule, 'name', '(unnamed)')!r} allows traffic from anywhere to {exposed}")
+        # The text names SSH and RDP alone when they are open; a waiver binds to every source and port.
+        out.append(Message(f"inbound rule {get(rule, 'name', '(unnamed)')!r} allows traffic from anywhere to {exposed}",
+                           (str(get(rule, "name", "")), "sources", *_sources(rule), "ports", *ports)))
     return out
 
 
@@ -124,9 +123,6 @@ def private_endpoint_dns(stack: Stack) -> list[Violation]:
             continue
         out.append(Violation(endpoint, f"private endpoint {endpoint['name']!r} has no private DNS zone group"))
     return out
-
-
-ZONE_LINK = "azure-native:privatedns:VirtualNetworkLink"
 
 
 @stack_rule(

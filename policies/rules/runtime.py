@@ -12,7 +12,7 @@ from typing import Any
 
 from azurefacts import cuda
 from kernel import bounded
-from policies.rule import run_rule
+from policies.rule import Message, run_rule
 from stack.resolved import ResolvedRun
 
 CUDA_NOTES = "https://docs.nvidia.com/cuda/archive/11.8.0/cuda-toolkit-release-notes"
@@ -173,4 +173,5 @@ def run_legacy_batchai_variables(run: ResolvedRun) -> list[str]:
         return []
     shown = ", ".join(run.legacy_variables[:5])
     more = f" and {len(run.legacy_variables) - 5} more" if len(run.legacy_variables) > 5 else ""
-    return [f"the run reads Batch AI variables the current runtime does not set: {shown}{more}"]
+    return [Message(f"the run reads Batch AI variables the current runtime does not set: {shown}{more}",
+                    run.legacy_variables)]

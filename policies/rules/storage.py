@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from azurefacts.resource_types import CONTAINER_REGISTRY as REGISTRY
+from azurefacts.resource_types import KEY_VAULT as VAULT
+from azurefacts.resource_types import STORAGE_ACCOUNT as STORAGE
 from policies.rule import resource_rule
 from policies.wire import get, inputs, is_false, is_true, known, same
-
-STORAGE = "azure-native:storage:StorageAccount"
-CONTAINER = "azure-native:storage:BlobContainer"
-VAULT = "azure-native:keyvault:Vault"
-REGISTRY = "azure-native:containerregistry:Registry"
 
 
 @resource_rule(

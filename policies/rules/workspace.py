@@ -10,19 +10,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.rule import Violation, resource_rule, stack_rule
+from azurefacts.resource_types import (
+    APPLICATION_INSIGHTS,
+    COMPUTE,
+    DIAGNOSTIC_SETTING,
+    ENVIRONMENT_VERSION,
+    INSIGHTS_DIAGNOSTIC_SETTING,
+    LOG_ANALYTICS_WORKSPACE,
+    NAT_GATEWAY,
+    NETWORK_SECURITY_GROUP,
+    PRIVATE_DNS_ZONE,
+    PRIVATE_DNS_ZONE_LINK,
+    PRIVATE_ENDPOINT,
+    PUBLIC_IP_ADDRESS,
+    RESOURCE_GROUP,
+    VIRTUAL_NETWORK,
+    WORKSPACE,
+)
+from azurefacts.resource_types import CONTAINER_REGISTRY as REGISTRY
+from azurefacts.resource_types import KEY_VAULT as VAULT
+from azurefacts.resource_types import STORAGE_ACCOUNT as STORAGE
+from policies.rule import Message, Violation, resource_rule, stack_rule
 from policies.stack import Stack
 from policies.wire import get, inputs, is_true, known, same
 
-WORKSPACE = "azure-native:machinelearningservices:Workspace"
-STORAGE = "azure-native:storage:StorageAccount"
-VAULT = "azure-native:keyvault:Vault"
-REGISTRY = "azure-native:containerregistry:Registry"
-RESOURCE_GROUP = "azure-native:resources:ResourceGroup"
-COMPUTE = "azure-native:machinelearningservices:Compute"
-ENVIRONMENT_VERSION = "azure-native:machinelearningservices:EnvironmentVersion"
-PRIVATE_ENDPOINT = "azure-native:network:PrivateEndpoint"
-DIAGNOSTIC_SETTINGS = ("azure-native:monitor:DiagnosticSetting", "azure-native:insights:DiagnosticSetting")
+DIAGNOSTIC_SETTINGS = (DIAGNOSTIC_SETTING, INSIGHTS_DIAGNOSTIC_SETTING)
 
 AML_POLICIES = "https://learn.microsoft.com/en-us/azure/machine-learning/policy-reference"
 PSRULE = "https://azure.github.io/PSRule.Rules.Azure/en/rules/"
@@ -206,7 +218,10 @@ def workspace_hbi_storage_private(stack: Stack) -> list[Violation]:
             if denies and not ip_rules:
                 continue
             why = f"its firewall admits {len(ip_rules)} public IP range(s)" if denies else "it allows public traffic"
-            out.append(Violation(account, f"storage account of a high-business-impact workspace: {why}"))
+            # The text counts the ranges; a waiver binds to each of them.
+            ranges = [str(get(r, "iPAddressOrRange", "")) for r in ip_rules or [] if isinstance(r, Mapping)]
+            out.append(Violation(account, Message(f"storage account of a high-business-impact workspace: {why}",
+                                                  (why, *ranges))))
     return out
 
 
@@ -248,21 +263,21 @@ def workspace_image_build_compute(stack: Stack) -> list[Violation]:
 
 
 TAGGABLE = (
-    "azure-native:resources:ResourceGroup",
-    "azure-native:operationalinsights:Workspace",
-    "azure-native:applicationinsights:Component",
-    "azure-native:storage:StorageAccount",
-    "azure-native:keyvault:Vault",
-    "azure-native:containerregistry:Registry",
+    RESOURCE_GROUP,
+    LOG_ANALYTICS_WORKSPACE,
+    APPLICATION_INSIGHTS,
+    STORAGE,
+    VAULT,
+    REGISTRY,
     WORKSPACE,
-    "azure-native:machinelearningservices:Compute",
-    "azure-native:network:NetworkSecurityGroup",
-    "azure-native:network:VirtualNetwork",
-    "azure-native:network:NatGateway",
-    "azure-native:network:PublicIPAddress",
-    "azure-native:network:PrivateEndpoint",
-    "azure-native:privatedns:PrivateZone",
-    "azure-native:privatedns:VirtualNetworkLink",
+    COMPUTE,
+    NETWORK_SECURITY_GROUP,
+    VIRTUAL_NETWORK,
+    NAT_GATEWAY,
+    PUBLIC_IP_ADDRESS,
+    PRIVATE_ENDPOINT,
+    PRIVATE_DNS_ZONE,
+    PRIVATE_DNS_ZONE_LINK,
 )
 """Types the stack creates that carry ARM tags (role assignments, subnets, zone groups, diagnostic settings and
 blob containers have none)."""

@@ -3,14 +3,12 @@ its command starts is in its code folder."""
 
 from __future__ import annotations
 
+from azurefacts.resource_types import COMPUTE, ENVIRONMENT_VERSION
 from policies.rule import Violation, run_rule, stack_rule
 from policies.rules.runs import JOB_YAML
 from policies.stack import Owner, Stack
 from policies.wire import get, inputs, known, same
 from stack.resolved import ResolvedRun
-
-COMPUTE = "azure-native:machinelearningservices:Compute"
-ENVIRONMENT_VERSION = "azure-native:machinelearningservices:EnvironmentVersion"
 
 
 @run_rule(
