@@ -355,7 +355,7 @@ def environment_file(reference: str, root: Path) -> InlineEnvironment:
     if not isinstance(data, dict):
         raise ValueError(f"environment file {relative!r}: expected a mapping")
     folder = path.parent.relative_to(root.resolve())
-    fields = {k: v for k, v in data.items() if k not in ("$schema", "tags", "os_type", "inference_config")}
+    fields = {k: v for k, v in data.items() if k not in ("$schema", "os_type", "inference_config")}
     if isinstance(fields.get("build"), dict) and "path" in fields["build"]:
         build = dict(fields["build"])
         build["path"] = _posix(folder / str(build["path"]))
