@@ -434,6 +434,9 @@ CASES = [
          "once, the other 3 wait in the queue"),
     Case("sweep-timeout-below-trial-timeout", job_setting(SWEEP_TYPE, "lr-sweep", "limits.timeout", 3600), "lr-sweep",
          "limits.timeout 3600s cancels the sweep before a trial reaches its trial_timeout of 7200s"),
+    Case("run-gpu-nodes-unused", run_setting("ddp-per-process", "scripts_without_gpu", ["train_ddp.py"]),
+         "ddp-per-process", "train_ddp.py import(s) nothing that opens a GPU, yet the run holds 2 "
+         "Standard_ND96asr_v4 node(s) of 8 GPU(s) each"),
     Case("run-copies-without-process-group",
          run_setting("ddp-per-process", "scripts_without_process_group", ["prep.py"]), "ddp-per-process",
          "prep.py joins no process group and is started 16 times: 15 duplicate copies"),
