@@ -12,11 +12,14 @@ step names none; a sweep holds its trial as a run on the sweep's compute, with t
 outputs and ``limits.trial_timeout`` as its timeout. They resolve, render and are judged like any run,
 named ``<job>/<step>`` (``<sweep>/trial``).
 
-What Azure ML refuses at submission is refused here, with the reason: a sweep step inside a pipeline,
-registered components (the gate cannot see their command), grid sampling over anything but ``choice``,
-Bayesian sampling outside ``choice``/``uniform``/``quniform`` or with early termination ("Hyperparameter
-tuning a model (v2)", Microsoft Learn). Bindings between steps (``${{parent.jobs.<step>.outputs.<x>}}``)
-are judged by the policy pack, which names the step at fault.
+A step may name a registered component (``azureml:<name>:<version>``, a registry URI): it is judged against
+the spec ``amlgpu components pull`` wrote into the project (:mod:`stack.components`); without one the step
+holds no run and the policy pack reports it (``pipeline-component-not-pulled``).
+
+What Azure ML refuses at submission is refused here, with the reason: a sweep step inside a pipeline, grid
+sampling over anything but ``choice``, Bayesian sampling outside ``choice``/``uniform``/``quniform`` or with
+early termination ("Hyperparameter tuning a model (v2)", Microsoft Learn). Bindings between steps
+(``${{parent.jobs.<step>.outputs.<x>}}``) are judged by the policy pack, which names the step at fault.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from azurefacts.enums import AnyCase
 from kernel import bounded
 from kernel import regex as linear
 from kernel.paths import resolve_inside
+from stack import components as registered
 from stack.runs import (
     FILE_PREFIX,
     DataOutput,
@@ -296,7 +300,9 @@ class PipelineStep(Model):
     type: Literal["command"] = "command"
     """command: the only kind of step declared here."""
     component: str | CommandComponent | None = None
-    """The step's command component: ``file:<path>`` (relative to the project root; ``./x.yml`` too), or inline."""
+    """The step's command component: ``file:<path>`` (relative to the project root; ``./x.yml`` too), inline, or
+    registered (``azureml:<name>:<version>``, ``azureml://registries/<registry>/components/<name>/versions/<version>``),
+    judged against the spec ``amlgpu components pull`` writes into the project."""
     display_name: str | None = None
     """Name shown in Azure ML studio."""
     description: str | None = None
@@ -344,11 +350,9 @@ class PipelineStep(Model):
     @field_validator("component")
     @classmethod
     def _component_form(cls, value: str | CommandComponent | None) -> str | CommandComponent | None:
-        if isinstance(value, str) and value.startswith("azureml:"):
-            raise ValueError(
-                f"component {value!r} is registered in a workspace: the gate cannot see its command, so it cannot "
-                "judge the step; declare it inline or as file:<component YAML> in the project"
-            )
+        if isinstance(value, str) and registered.is_registered(value):
+            registered.parse(value)  # judged against its pulled spec (stack.components)
+            return value
         if isinstance(value, str) and not value.startswith(FILE_PREFIX):
             return FILE_PREFIX + value  # CLI v2 reads a bare path as a file reference
         return value
@@ -445,7 +449,15 @@ def _step_run(
     problems: list[tuple[tuple[str | int, ...], str]] = []
     component: CommandComponent | None = None
     folder = PurePosixPath(".")
-    if isinstance(step.component, str):
+    if isinstance(step.component, str) and registered.is_registered(step.component):
+        pulled = registered.parse(step.component).file
+        if not (root / pulled).is_file():
+            return None, []  # not pulled: the pack's pipeline-component-not-pulled finding names the pull command
+        try:
+            component, folder = component_file(FILE_PREFIX + pulled, root)
+        except ValueError as err:
+            return None, [(("component",), f"{err} (pulled from {step.component}; amlgpu components pull again)")]
+    elif isinstance(step.component, str):
         try:
             component, folder = component_file(step.component, root)
         except ValueError as err:
@@ -847,9 +859,13 @@ def named_files(job: Composite, root: Path) -> list[str]:
         for step in job.jobs.values():
             written.append(step.environment)
             if isinstance(step.component, str):
-                named.append(step.component.removeprefix(FILE_PREFIX))
+                reference = step.component
+                if registered.is_registered(reference):
+                    reference = FILE_PREFIX + registered.parse(reference).file
+                    named.append(registered.LOCK)
+                named.append(reference.removeprefix(FILE_PREFIX))
                 try:
-                    component, folder = component_file(step.component, root)
+                    component, folder = component_file(reference, root)
                 except ValueError:
                     continue  # the stack would not have validated: reported there
                 written.append(_rebased_environment(component.environment, folder))

@@ -424,6 +424,12 @@ CASES = [
          job_setting(PIPELINE_TYPE, "train-eval", "jobs.evaluate.inputs.checkpoints",
                      "${{parent.jobs.trian.outputs.checkpoints}}"),
          "train-eval/evaluate", "the pipeline has no step 'trian' (steps: evaluate, train)"),
+    Case("pipeline-component-not-pulled",
+         both(job_setting(PIPELINE_TYPE, "train-eval", "jobs.evaluate.component", "azureml:evaluate:1"),
+              lambda b: b.one(PIPELINE_TYPE, "train-eval")["inputs"]["runs"].remove("train-eval/evaluate"),
+              lambda b: b.drop(RUN_TYPE, "train-eval/evaluate")),
+         "train-eval", "step 'evaluate' runs registered component azureml:evaluate:1, whose spec is not in the "
+         "project: run `amlgpu components pull --stack baseline`"),
     Case("pipeline-step-cycle",
          job_setting(PIPELINE_TYPE, "train-eval", "jobs.train.inputs.report",
                      "${{parent.jobs.evaluate.outputs.report}}"),

@@ -78,6 +78,36 @@ def pipeline_binding_unknown(stack: Stack) -> list[Violation]:
     return out
 
 
+@stack_rule(
+    id="pipeline-component-not-pulled",
+    title="A pipeline step's registered component is pulled into the project",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="A step naming a registered component (azureml:<name>:<version>, or a registry's) runs a command, "
+    "environment and distribution the stack file does not show: until its spec is in the project, no rule can "
+    "judge the step (InfiniBand, processes per GPU, secrets), and whatever the component does reaches the "
+    "cluster unreviewed.",
+    remediation="Run amlgpu components pull --stack <stack>: it writes the component's spec under "
+    "components/registered/ with a lock (source, version, hashes); commit both, and the step is judged as an "
+    "inline component.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-manage-registries",
+    config_key=("jobs",),
+)
+def pipeline_component_not_pulled(stack: Stack) -> list[Violation]:
+    out = []
+    for resource, job in stack.composites:
+        if job.kind != "pipeline":
+            continue
+        judged = set(job.runs)
+        for step, spec in _steps(job.spec).items():
+            if "component" in spec and f"{job.name}/{step}" not in judged:
+                out.append(Violation(resource, (
+                    f"step {step!r} runs registered component {spec['component']}, whose spec is not in the "
+                    f"project: run `amlgpu components pull --stack {stack.name or '<stack>'}` and commit "
+                    "components/registered/")))
+    return out
+
+
 def _cycle(spec: Mapping[str, Any]) -> list[str] | None:
     """Steps that wait on each other through their bindings, as a path back to its start (None: no cycle)."""
     steps = _steps(spec)
