@@ -17,8 +17,8 @@ from typing import Any, NoReturn
 
 from kernel.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "job", "import", "policy", "schema", "doctor",
-            "prices")
+COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "components", "job", "import", "policy", "schema",
+            "doctor", "prices")
 """Modules under amlgpu.commands, in the order ``--help`` lists them."""
 
 

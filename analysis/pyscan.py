@@ -54,6 +54,15 @@ DISTRIBUTED_MODULES: dict[str, str] = {
 }
 """Modules whose import means the code joins (or may join) a process group, and the framework's name."""
 
+GPU_MODULES = frozenset({
+    "torch", "torchvision", "torchaudio", "tensorflow", "keras", "jax", "jaxlib", "flax", "cupy", "cudf", "cuml",
+    "cugraph", "numba.cuda", "pycuda", "mxnet", "paddle", "tensorrt", "triton", "onnxruntime", "xgboost",
+    "lightgbm", "catboost", "transformers", "diffusers", "timm", "sentence_transformers", "vllm", "apex", "nvidia",
+    "pynvml", *DISTRIBUTED_MODULES,
+})
+"""Modules whose import means the code may open a GPU (deep learning frameworks, CUDA libraries, boosted trees
+with GPU training): a script importing none of them, read whole, is known to leave the node's GPUs alone."""
+
 _DISTRIBUTED_NAMES: dict[tuple[str, str], str] = {
     ("torch", "distributed"): "torch.distributed",
     ("torch.nn.parallel", "DistributedDataParallel"): "torch.distributed",
@@ -82,6 +91,9 @@ class Reading:
     every module the script imports from the code folder was read."""
     modules: int = 0
     """Code-folder modules read."""
+    opens_gpu: bool = True
+    """Whether the script or a code-folder module it imports imports one of :data:`GPU_MODULES` (True, the
+    cautious answer, whenever :attr:`opaque` is set)."""
 
 
 def _parse(path: Path) -> ast.Module | str:
@@ -110,6 +122,11 @@ def _framework(module: str) -> str | None:
     return None
 
 
+def _opens_gpu(module: str) -> bool:
+    parts = module.split(".")
+    return any(".".join(parts[:end]) in GPU_MODULES for end in range(1, len(parts) + 1))
+
+
 def _hf_trainer(module: str, name: str) -> bool:
     return module.split(".")[0] == "transformers" and (name.endswith("Trainer") or name == "TrainingArguments")
 
@@ -123,6 +140,7 @@ class _Visitor:
         self.local: list[tuple[str, int]] = []  # (module, level) to follow in the code folder
         self.aliases: dict[str, str] = {}  # local name -> imported module (torch, tensorflow, transformers)
         self.opaque: str | None = None
+        self.gpu = False
 
     def visit(self, tree: ast.AST) -> None:
         pending = [tree]
@@ -152,6 +170,7 @@ class _Visitor:
         if node.level == 0:
             self._module(module, node.lineno)
             for alias in node.names:
+                self.gpu = self.gpu or _opens_gpu(f"{module}.{alias.name}")  # from numba import cuda
                 found = _DISTRIBUTED_NAMES.get((module, alias.name)) or _framework(f"{module}.{alias.name}")
                 if found:
                     self.frameworks.add(found)
@@ -164,6 +183,7 @@ class _Visitor:
         self.local.append((module, node.level))
 
     def _module(self, module: str, line: int) -> None:
+        self.gpu = self.gpu or _opens_gpu(module)
         found = _framework(module)
         if found:
             self.frameworks.add(found)
@@ -226,6 +246,7 @@ def process_group_use(code: Path, script: str) -> Reading:
         return Reading(frozenset(), f"{script} is not in the code folder")
     top = code.resolve()
     frameworks: set[str] = set()
+    gpu = False
     pending, seen = [start], {start}
     while pending:
         if len(seen) > MAX_MODULES:
@@ -241,6 +262,7 @@ def process_group_use(code: Path, script: str) -> Reading:
         visitor = _Visitor()
         visitor.visit(tree)
         frameworks |= visitor.frameworks
+        gpu = gpu or visitor.gpu
         if visitor.opaque is not None:
             where = path.relative_to(top).as_posix()
             return Reading(frozenset(frameworks), f"{where} {visitor.opaque}", len(seen))
@@ -250,7 +272,7 @@ def process_group_use(code: Path, script: str) -> Reading:
             if found is not None and found not in seen:
                 seen.add(found)
                 pending.append(found)
-    return Reading(frozenset(frameworks), None, len(seen))
+    return Reading(frozenset(frameworks), None, len(seen), opens_gpu=gpu)
 
 
 LEGACY_PREFIX = "AZ_BATCHAI_"

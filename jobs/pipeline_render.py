@@ -54,8 +54,14 @@ def composite_document(spec: dict[str, Any], *, code_relative_to: Path, root: Pa
     if spec["type"] == "pipeline":
         document["jobs"] = {}
         for name, step in spec["jobs"].items():
-            written = _step_document(step, name, code_relative_to=code_relative_to, root=root)
+            own = {key: value for key, value in step.items() if key != "component"}
+            written = _step_document(own, name, code_relative_to=code_relative_to, root=root) \
+                if "command" in step else dict(step)  # a registered component not pulled: as written
             document["jobs"][name] = {key: value for key, value in written.items() if key in _STEP_KEYS}
+            if "component" in step:  # registered: Azure ML runs the reference; command, code, environment are its
+                document["jobs"][name] = {key: value for key, value in document["jobs"][name].items()
+                                          if key not in ("command", "code", "environment")}
+                document["jobs"][name]["component"] = step["component"]
         return document
     trial = {**spec["trial"], "type": "command", "compute": spec["compute"], "inputs": spec.get("inputs") or {},
              "outputs": spec.get("outputs") or {}}

@@ -28,6 +28,7 @@ from typing import Any
 from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
 from stack.config import StackConfig
 from stack.pipelines import Composite, PipelineJob, output_bindings, qualified
+from stack.registered import is_registered
 from stack.resolved import ResolvedRun, _restore_ints
 from stack.sweeps import TRIAL, SweepJob
 
@@ -117,11 +118,30 @@ def _io(values: Mapping[str, Any]) -> dict[str, Any]:
             for name, value in values.items()}
 
 
+def _unpulled_step(pipeline: PipelineJob, name: str) -> dict[str, Any]:
+    """A step whose registered component was not pulled: the node as written (the gate sees no command)."""
+    step = pipeline.jobs[name]
+    compute = step.compute or pipeline.settings.default_compute
+    node: dict[str, Any] = _tidy({"type": "command", "component": step.component,
+                                  "compute": f"azureml:{compute}" if compute else None,
+                                  "inputs": _io(step.inputs), "outputs": _io(step.outputs)})
+    return node
+
+
 def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun]) -> dict[str, Any]:
     bound = output_bindings(pipeline)
     steps: dict[str, Any] = {}
-    for name, run in runs.items():
+    for name, declared in pipeline.jobs.items():
+        registered = declared.component if isinstance(declared.component, str) \
+            and is_registered(declared.component) else None
+        run = runs.get(name)
+        if run is None:
+            if registered:
+                steps[name] = _unpulled_step(pipeline, name)
+            continue
         step = {key: value for key, value in run.spec.items() if key not in _STEP_DROPPED}
+        if registered:
+            step["component"] = registered  # judged against its pulled spec, sent as the reference
         if name in bound:
             step["outputs"] = {**step.get("outputs", {}), **bound[name]}
         steps[name] = step

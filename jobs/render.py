@@ -113,6 +113,7 @@ def _build_job(spec: dict[str, Any], *, root: Path) -> CommandJob:
             if build else None,
             conda_file=str(root / conda) if conda else None,
             description=environment.get("description"),
+            tags=environment.get("tags"),
         )
     node = command(
         name=spec["name"],

@@ -295,13 +295,14 @@ def scanned(scans: Scans, root: Path, code: str | None) -> FolderFacts:
 
 
 def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]],
-                  readings: dict[str, pyscan.Reading]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(frameworks the Python scripts use, scripts read completely that join no process group); ``readings``:
-    the folder's scripts read so far, filled in here."""
+                  readings: dict[str, pyscan.Reading]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(frameworks the Python scripts use, scripts read completely that join no process group, scripts read
+    completely that open no GPU); ``readings``: the folder's scripts read so far, filled in here."""
     if folder is None:
-        return (), ()
+        return (), (), ()
     frameworks: set[str] = set()
     alone: list[str] = []
+    no_gpu: list[str] = []
     for kind, script in scripts:
         if kind != "python":
             continue
@@ -311,7 +312,9 @@ def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]]
         frameworks |= reading.frameworks
         if reading.opaque is None and not reading.frameworks and script not in alone:
             alone.append(script)
-    return tuple(sorted(frameworks)), tuple(alone)
+        if reading.opaque is None and not reading.opens_gpu and script not in no_gpu:
+            no_gpu.append(script)
+    return tuple(sorted(frameworks)), tuple(alone), tuple(no_gpu)
 
 
 def resolve_run(
@@ -350,7 +353,7 @@ def resolve_run(
         facts = folder_facts(root, folder)
     if code_findings is not None:
         facts = replace(facts, code_findings=code_findings)
-    frameworks, alone = _script_facts(root, folder, present, facts.readings)
+    frameworks, alone, no_gpu = _script_facts(root, folder, present, facts.readings)
     return ResolvedRun(
         name=run.name,
         spec=spec,
@@ -366,6 +369,7 @@ def resolve_run(
         legacy_variables=(*reading.variables_read(pyscan.LEGACY_PREFIX), *facts.legacy_variables),
         script_frameworks=frameworks,
         scripts_without_process_group=alone,
+        scripts_without_gpu=no_gpu,
         launches=reading.launches,
         launch_unknowns=reading.unknown,
     )

@@ -264,11 +264,16 @@ def cost_change(base: CostReport, head: CostReport) -> dict[str, Any]:
             "ceiling_usd_per_hour": delta(a.ceiling_usd_per_hour if a else 0.0, b.ceiling_usd_per_hour if b else 0.0),
             "floor_usd_per_month": delta(a.floor_usd_per_month if a else 0.0, b.floor_usd_per_month if b else 0.0),
         })
+    base_sweeps, head_sweeps = {w.name: w for w in base.sweeps}, {w.name: w for w in head.sweeps}
+    sweeps = [{"name": name, "ceiling_usd": delta(base_sweeps[name].ceiling_usd if name in base_sweeps else 0.0,
+                                                  head_sweeps[name].ceiling_usd if name in head_sweeps else 0.0)}
+              for name in sorted(base_sweeps.keys() | head_sweeps.keys())]
     return {
         "ceiling_usd_per_hour": delta(base.ceiling_usd_per_hour, head.ceiling_usd_per_hour),
         "floor_usd_per_month": delta(base.floor_usd_per_month, head.floor_usd_per_month),
         "priced_ceiling_usd_per_hour": delta(base.priced_ceiling_usd_per_hour, head.priced_ceiling_usd_per_hour),
         "clusters": clusters,
+        "sweeps": sweeps,
     }
 
 
@@ -357,6 +362,16 @@ def cost_markdown(cost: CostReport, change: Mapping[str, Any] | None = None) -> 
             ceiling = UNBOUNDED if r.ceiling_usd == UNBOUNDED else _money(r.ceiling_usd)
             lines.append(f"| {code(r.name)} | {markdown_text(r.cluster)} | {r.nodes} | {_money(r.usd_per_hour)} | "
                          f"{ceiling} ({bound}) |")
+    if cost.sweeps:
+        swept = {w["name"]: w["ceiling_usd"]["change"] for w in (change or {}).get("sweeps", [])}
+        lines += ["", "| Sweep | Cluster | Trials (at once) x nodes | Per hour at once | Whole sweep |"
+                  + (" Change |" if change else ""), "|---|---|---:|---:|---:|" + ("---:|" if change else "")]
+        for w in cost.sweeps:
+            bound = {"trials": f"{w.trials} trials x {(w.trial_timeout_s or 0) / 3600:g} h",
+                     "timeout": f"sweep timeout {(w.timeout_s or 0) / 3600:g} h", None: "no timeout"}[w.bound_by]
+            lines.append(f"| {code(w.name)} | {markdown_text(w.cluster)} | {w.trials} ({w.concurrent}) x {w.nodes} | "
+                         f"{_money(w.usd_per_hour)} | {_money(w.ceiling_usd)} ({bound}) |"
+                         + (f" {_signed(swept.get(w.name, UNKNOWN))} |" if change else ""))
     if cost.not_listed:
         regions = availability.load()
         lines += [""] + [

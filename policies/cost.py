@@ -4,7 +4,12 @@
   when it scales out fully; its **floor** is ``min_instances`` nodes billed all month (730 hours),
   whether or not a job runs;
 * a run costs ``instance_count`` x the node price per hour while it runs; its **ceiling** is that times
-  ``limits.timeout`` (Azure ML cancels the job then), "unbounded" without a timeout.
+  ``limits.timeout`` (Azure ML cancels the job then), "unbounded" without a timeout;
+* a sweep's **ceiling** is the whole sweep's: ``max_total_trials`` trials x the trial's ceiling (its nodes x
+  the node price x ``limits.trial_timeout``), capped by what the trials running at once can spend before
+  ``limits.timeout`` cancels the sweep; its **per hour** is those trials at once: ``max_concurrent_trials``
+  (``max_total_trials`` when left out, as Azure ML does), at most as many as the cluster's ``max_instances``
+  hold, x the trial's nodes x the node price. "unbounded" with neither timeout.
 
 A price the table does not have is :data:`UNKNOWN`, and so is every figure computed from it; a floor of
 zero nodes is zero whatever the price. Figures are rounded to cents (they are estimates at list price).
@@ -119,9 +124,75 @@ class RunCost:
 
 
 @dataclass(frozen=True)
+class SweepCost:
+    name: str
+    cluster: str
+    trials: int
+    """``limits.max_total_trials``."""
+    concurrent: int
+    """Trials running at once: ``max_concurrent_trials`` (else every trial), at most what the cluster holds."""
+    nodes: int
+    """Nodes of one trial."""
+    trial_timeout_s: int | None
+    timeout_s: int | None
+    node_usd_per_hour: float | None
+
+    @property
+    def usd_per_hour(self) -> Money:
+        return _times(self.node_usd_per_hour, self.concurrent * self.nodes)
+
+    @property
+    def trials_ceiling_usd(self) -> Money | None:
+        """Every trial run to its trial timeout (None without one)."""
+        if self.trial_timeout_s is None:
+            return None
+        return _times(self.node_usd_per_hour, self.trials * self.nodes * self.trial_timeout_s / 3600)
+
+    @property
+    def timeout_ceiling_usd(self) -> Money | None:
+        """The trials at once, running until the sweep's timeout (None without one)."""
+        if self.timeout_s is None:
+            return None
+        return _times(self.node_usd_per_hour, self.concurrent * self.nodes * self.timeout_s / 3600)
+
+    @property
+    def bound_by(self) -> str | None:
+        """``trials`` or ``timeout``: which limit bounds the sweep's cost (None: neither, unbounded)."""
+        by_trials, by_timeout = self.trials_ceiling_usd, self.timeout_ceiling_usd
+        if by_trials is None or by_timeout is None:
+            return "trials" if by_trials is not None else "timeout" if by_timeout is not None else None
+        if isinstance(by_trials, float) and isinstance(by_timeout, float) and by_timeout < by_trials:
+            return "timeout"
+        return "trials"
+
+    @property
+    def ceiling_usd(self) -> Money:
+        bound = self.bound_by
+        if bound is None:
+            return UNBOUNDED
+        value = self.trials_ceiling_usd if bound == "trials" else self.timeout_ceiling_usd
+        return value if value is not None else UNBOUNDED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cluster": self.cluster,
+            "trials": self.trials,
+            "concurrent_trials": self.concurrent,
+            "nodes_per_trial": self.nodes,
+            "trial_timeout_s": self.trial_timeout_s,
+            "timeout_s": self.timeout_s,
+            "usd_per_hour": self.usd_per_hour,
+            "ceiling_usd": self.ceiling_usd,
+            "bound_by": self.bound_by,
+        }
+
+
+@dataclass(frozen=True)
 class CostReport:
     clusters: tuple[ClusterCost, ...]
     runs: tuple[RunCost, ...]
+    sweeps: tuple[SweepCost, ...] = ()
 
     @property
     def ceiling_usd_per_hour(self) -> Money:
@@ -156,6 +227,7 @@ class CostReport:
             },
             "clusters": [c.to_json() for c in self.clusters],
             "runs": [r.to_json() for r in self.runs],
+            "sweeps": [s.to_json() for s in self.sweeps],
         }
 
 
@@ -213,10 +285,30 @@ def run_cost(run: ResolvedRun, clusters: Mapping[str, ClusterCost]) -> RunCost:
     )
 
 
+def sweep_cost(name: str, limits: Mapping[str, Any], trial: ResolvedRun,
+               clusters: Mapping[str, ClusterCost]) -> SweepCost:
+    """What sweep ``name`` (its ``limits``, its ``trial`` run) can cost on its cluster."""
+    cluster = clusters.get(trial.cluster.name)
+    trials = _int(limits.get("max_total_trials")) or 1
+    concurrent = min(_int(limits.get("max_concurrent_trials")) or trials, trials)
+    nodes = trial.instance_count
+    fit = cluster.max_instances // nodes if cluster and nodes else 0
+    return SweepCost(
+        name=name, cluster=trial.cluster.name, trials=trials, concurrent=min(concurrent, fit) if fit else concurrent,
+        nodes=nodes, trial_timeout_s=_int(limits.get("trial_timeout")) or None,
+        timeout_s=_int(limits.get("timeout")) or None,
+        node_usd_per_hour=cluster.node_usd_per_hour if cluster else None,
+    )
+
+
 def estimate(stack: Stack, prices: PriceTable | None = None) -> CostReport:
     """The cost report of a planned stack (``prices``: the shipped table unless given)."""
     table = prices if prices is not None else load_prices()
     clusters = cluster_costs(stack, table)
     by_name = {c.name: c for c in clusters}
     runs = tuple(sorted((run_cost(r, by_name) for r in stack.runs), key=lambda r: r.name))
-    return CostReport(clusters, runs)
+    sweeps = tuple(sorted(
+        (sweep_cost(job.name, job.spec.get("limits") or {}, trials[0], by_name)
+         for _, job in stack.composites if job.kind == "sweep" and (trials := stack.runs_of(job.name))),
+        key=lambda s: s.name))
+    return CostReport(clusters, runs, sweeps)

@@ -60,7 +60,7 @@ def environment_file(reference: str, root: Path) -> InlineEnvironment:
     """A ``file:`` environment (a CLI v2 environment YAML) as the inline environment it declares, its
     paths made relative to the project root. Raises ValueError naming what is wrong."""
     data, folder = read_reference(reference, root, "environment file", bounded.ENVIRONMENT_FILE)
-    fields = {k: v for k, v in data.items() if k not in ("$schema", "tags", "os_type", "inference_config")}
+    fields = {k: v for k, v in data.items() if k not in ("$schema", "os_type", "inference_config")}
     if isinstance(fields.get("build"), dict) and "path" in fields["build"]:
         build = dict(fields["build"])
         build["path"] = _posix(folder / str(build["path"]))

@@ -4,7 +4,10 @@ runs and sweeps, told apart by ``type`` as Azure ML tells its job files apart.
 Keys and meanings are azure-ai-ml 1.35's (``PipelineJobSchema``, ``CommandSchema`` for a step). Once the stack
 is read (:mod:`stack.config`) each pipeline holds one :class:`~stack.runs.Run` per step, its component merged in
 (:mod:`stack.components`) and its compute defaulted from ``settings.default_compute``, named ``<job>/<step>``.
-Bindings between steps (``${{parent.jobs.<step>.outputs.<x>}}``) are judged by the policy pack.
+A registered component (``azureml:<name>:<version>``, a registry URI) is judged against the spec ``amlgpu
+components pull`` wrote into the project (:mod:`stack.registered`); without one the step holds no run and the
+policy pack reports it (``pipeline-component-not-pulled``). Bindings between steps
+(``${{parent.jobs.<step>.outputs.<x>}}``) are judged by the policy pack.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pydantic import (
 
 from azurefacts import naming
 from kernel import regex as linear
+from stack import registered
 from stack.components import CommandComponent, component_file, rebase, rebased_environment
 from stack.diagnostics import first_problem
 from stack.keys import KeyPath
@@ -125,7 +129,9 @@ class PipelineStep(Model):
     type: Literal["command"] = "command"
     """command: the only kind of step declared here."""
     component: str | CommandComponent | None = None
-    """The step's command component: ``file:<path>`` (relative to the project root; ``./x.yml`` too), or inline."""
+    """The step's command component: ``file:<path>`` (relative to the project root; ``./x.yml`` too), inline, or
+    registered (``azureml:<name>:<version>``, ``azureml://registries/<registry>/components/<name>/versions/<version>``),
+    judged against the spec ``amlgpu components pull`` writes into the project."""
     display_name: str | None = None
     """Name shown in Azure ML studio."""
     description: str | None = None
@@ -173,11 +179,9 @@ class PipelineStep(Model):
     @field_validator("component")
     @classmethod
     def _component_form(cls, value: str | CommandComponent | None) -> str | CommandComponent | None:
-        if isinstance(value, str) and value.startswith("azureml:"):
-            raise ValueError(
-                f"component {value!r} is registered in a workspace: the gate cannot see its command, so it cannot "
-                "judge the step; declare it inline or as file:<component YAML> in the project"
-            )
+        if isinstance(value, str) and registered.is_registered(value):
+            registered.parse(value)  # judged against its pulled spec (stack.registered)
+            return value
         if isinstance(value, str) and not value.startswith(FILE_PREFIX):
             return FILE_PREFIX + value  # CLI v2 reads a bare path as a file reference
         return value
@@ -269,7 +273,15 @@ def _step_run(
     problems: list[tuple[KeyPath, str]] = []
     component: CommandComponent | None = None
     folder = PurePosixPath(".")
-    if isinstance(step.component, str):
+    if isinstance(step.component, str) and registered.is_registered(step.component):
+        pulled = registered.parse(step.component).file
+        if not (root / pulled).is_file():
+            return None, []  # not pulled: the pack's pipeline-component-not-pulled finding names the pull command
+        try:
+            component, folder = component_file(FILE_PREFIX + pulled, root)
+        except ValueError as err:
+            return None, [(("component",), f"{err} (pulled from {step.component}; amlgpu components pull again)")]
+    elif isinstance(step.component, str):
         try:
             component, folder = component_file(step.component, root)
         except ValueError as err:
@@ -405,9 +417,13 @@ def named_files(job: Composite, root: Path) -> list[str]:
         for step in job.jobs.values():
             written.append(step.environment)
             if isinstance(step.component, str):
-                named.append(step.component.removeprefix(FILE_PREFIX))
+                reference = step.component
+                if registered.is_registered(reference):
+                    reference = FILE_PREFIX + registered.parse(reference).file
+                    named.append(registered.LOCK)
+                named.append(reference.removeprefix(FILE_PREFIX))
                 try:
-                    component, folder = component_file(step.component, root)
+                    component, folder = component_file(reference, root)
                 except ValueError:
                     continue  # the stack would not have validated: reported there
                 written.append(rebased_environment(component.environment, folder))

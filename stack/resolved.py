@@ -105,6 +105,9 @@ class ResolvedRun:
     """Distributed frameworks the command's Python scripts (and the code-folder modules they import) use."""
     scripts_without_process_group: tuple[str, ...] = field(default=())
     """Python scripts the command starts that were read completely and join no process group."""
+    scripts_without_gpu: tuple[str, ...] = field(default=())
+    """Python scripts the command starts that were read completely and import nothing that opens a GPU
+    (:data:`analysis.pyscan.GPU_MODULES`)."""
     launches: tuple[Launch, ...] = field(default=())
     """Every launcher the command (or a shell script of its code folder) starts, read by :mod:`analysis.topology`."""
     launch_unknowns: tuple[str, ...] = field(default=())
@@ -165,7 +168,7 @@ class ResolvedRun:
 
 
 _STRING_TUPLES = ("code_findings", "code_unscanned", "defaults", "missing_scripts", "legacy_variables",
-                  "script_frameworks", "scripts_without_process_group", "launch_unknowns")
+                  "script_frameworks", "scripts_without_process_group", "scripts_without_gpu", "launch_unknowns")
 """Facts of a run that are tuples of strings (lists on the wire)."""
 
 

@@ -219,6 +219,8 @@ class InlineEnvironment(Model):
     """Ignored by Azure ML for an inline environment (the version is derived from the content)."""
     description: str | None = None
     """Free text."""
+    tags: dict[str, str] | None = None
+    """Tags on the environment Azure ML registers (a ``file:`` environment's ``tags`` too)."""
     provides: list[Capability] | None = None
     """Capabilities the policy pack may rely on (MPI, DeepSpeed...), added to what it infers from the image
     and the build context; never sent to Azure ML."""

@@ -55,7 +55,7 @@ def test_every_command_is_registered() -> None:
 def _required(command: str) -> list[str]:
     return {"init": ["--stack", "x"], "plan": ["--stack", "x"], "run-local": ["r", "--stack", "x"],
             "submit": ["r", "--stack", "x"], "job": ["show", "j", "--stack", "x"], "policy": ["list"],
-            "import": ["job.yml"],
+            "import": ["job.yml"], "components": ["pull", "--stack", "x"],
             "prices": ["show"], "preflight": ["--stack", "x"]}.get(command, [])
 
 

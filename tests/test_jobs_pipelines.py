@@ -186,9 +186,9 @@ BAD = {
     "sweep-step": (
         pipeline(jobs={"tune": {"type": "sweep"}}), "aml-gpu-training:jobs[0].jobs.tune.type",
         "step type 'sweep': a pipeline here runs command steps"),
-    "registered-component": (
+    "registered-component-without-version": (  # issue 40: a pinned one is judged against its pulled spec
         pipeline(jobs={"train": {"component": "azureml:my_train@latest"}}),
-        "aml-gpu-training:jobs[0].jobs.train.component", "is registered in a workspace: the gate cannot see"),
+        "aml-gpu-training:jobs[0].jobs.train.component", "name a registered component with its version"),
     "missing-component-file": (
         pipeline(jobs={"train": {"component": "file:components/nope.yml"}}),
         "aml-gpu-training:jobs[0].jobs.train.component", "component file 'components/nope.yml' not found"),

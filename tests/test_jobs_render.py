@@ -222,3 +222,19 @@ def test_a_spec_key_without_a_place_in_the_job_is_refused(project: Path) -> None
         build_job({"type": "command", "name": "r", "code": "src", "command": "x", "environment": "azureml:e:1",
                    "compute": "azureml:c", "resources": {"instance_count": 1}, "distribution": {"type": "mpi"},
                    "retries": 3}, root=project)
+
+
+def test_a_file_environment_keeps_its_tags(project: Path) -> None:
+    (project / "envs").mkdir()
+    (project / "envs" / "train.yml").write_text(
+        "$schema: https://azuremlschemas.azureedge.net/latest/environment.schema.json\n"
+        "name: train-env\nimage: mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:20\n"
+        "tags:\n  team: vision\n  os: ubuntu22.04\n")
+    (run,) = _stack_runs(project, [{
+        "name": "r", "code": "src", "command": "python train.py", "environment": "file:envs/train.yml",
+        "compute": "gpu-a100", "distribution": {"type": "pytorch"}}])
+    assert run.spec["environment"]["tags"] == {"team": "vision", "os": "ubuntu22.04"}
+    path = project / "r.yml"
+    path.write_text(job_yaml(run.spec, code_relative_to=project, root=project))
+    reloads_to_the_same_job(path, run.spec, project)  # load_job keeps them: the job Azure ML gets has them
+    assert yaml.safe_load(path.read_text())["environment"]["tags"] == {"team": "vision", "os": "ubuntu22.04"}

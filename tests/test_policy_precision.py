@@ -111,7 +111,7 @@ def root(tmp_path: Path) -> Path:
 
     shutil.copytree(ROOT / "environments", tmp_path / "environments")
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "train.py").write_text("print('training')\n")
+    (tmp_path / "src" / "train.py").write_text("import torch\nprint('training')\n")  # a training script: it opens a GPU
     (tmp_path / "src" / "launch.sh").write_text('#!/bin/bash\ncmd="deepspeed --hostfile /job/hostfile "\n'
                                                  'if [[ $RANK == 0 ]]; then eval $cmd train.py; fi\n')
     (tmp_path / "src" / "torchrun.sh").write_text("torchrun --nproc_per_node 8 train.py\n")

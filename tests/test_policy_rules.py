@@ -424,6 +424,12 @@ CASES = [
          job_setting(PIPELINE_TYPE, "train-eval", "jobs.evaluate.inputs.checkpoints",
                      "${{parent.jobs.trian.outputs.checkpoints}}"),
          "train-eval/evaluate", "the pipeline has no step 'trian' (steps: evaluate, train)"),
+    Case("pipeline-component-not-pulled",
+         both(job_setting(PIPELINE_TYPE, "train-eval", "jobs.evaluate.component", "azureml:evaluate:1"),
+              lambda b: b.one(PIPELINE_TYPE, "train-eval")["inputs"]["runs"].remove("train-eval/evaluate"),
+              lambda b: b.drop(RUN_TYPE, "train-eval/evaluate")),
+         "train-eval", "step 'evaluate' runs registered component azureml:evaluate:1, whose spec is not in the "
+         "project: run `amlgpu components pull --stack baseline`"),
     Case("pipeline-step-cycle",
          job_setting(PIPELINE_TYPE, "train-eval", "jobs.train.inputs.report",
                      "${{parent.jobs.evaluate.outputs.report}}"),
@@ -434,6 +440,9 @@ CASES = [
          "once, the other 3 wait in the queue"),
     Case("sweep-timeout-below-trial-timeout", job_setting(SWEEP_TYPE, "lr-sweep", "limits.timeout", 3600), "lr-sweep",
          "limits.timeout 3600s cancels the sweep before a trial reaches its trial_timeout of 7200s"),
+    Case("run-gpu-nodes-unused", run_setting("ddp-per-process", "scripts_without_gpu", ["train_ddp.py"]),
+         "ddp-per-process", "train_ddp.py import(s) nothing that opens a GPU, yet the run holds 2 "
+         "Standard_ND96asr_v4 node(s) of 8 GPU(s) each"),
     Case("run-copies-without-process-group",
          run_setting("ddp-per-process", "scripts_without_process_group", ["prep.py"]), "ddp-per-process",
          "prep.py joins no process group and is started 16 times: 15 duplicate copies"),

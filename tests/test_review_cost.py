@@ -138,3 +138,58 @@ def test_each_cluster_says_whether_its_size_is_sold_in_its_region(size: str, reg
     assert (cluster["node_usd_per_hour"], cluster["availability"]) == (node, sold)
     note = f"- `gpu-a100`: {size} (NDsr H200 v5-Series) is not listed for {region}"
     assert (note in cost_markdown(report)) == (sold == "not listed")
+
+
+def _sweep(b: Baseline, **limits: int | None) -> dict[str, Any]:
+    from jobs.pipelines import SWEEP_TYPE
+
+    spec = b.job(SWEEP_TYPE, "lr-sweep")["limits"]
+    for key, value in limits.items():
+        if value is None:
+            spec.pop(key, None)
+        else:
+            spec[key] = value
+    (sweep,) = cost_of(b)["sweeps"]
+    assert sweep["name"] == "lr-sweep" and sweep["cluster"] == "gpu-a100" and sweep["nodes_per_trial"] == 2
+    return sweep  # type: ignore[no-any-return]
+
+
+def test_a_sweep_costs_all_its_trials_not_one() -> None:
+    # 4 trials of 2 nodes, one at a time, 2 h each: 4 x 2 x 2 h at the node price; the 8 h timeout does not bind.
+    sweep = _sweep(on_h100())
+    assert (sweep["trials"], sweep["concurrent_trials"]) == (4, 1)
+    assert sweep["ceiling_usd"] == round(4 * 2 * 2 * RATE, 2) and sweep["bound_by"] == "trials"
+    assert sweep["usd_per_hour"] == round(2 * RATE, 2)
+    trial = next(r for r in cost_of(on_h100())["runs"] if r["name"] == "lr-sweep/trial")
+    assert sweep["ceiling_usd"] == round(4 * trial["ceiling_usd"], 2)  # a run's figure is one trial's
+
+
+def test_a_sweep_timeout_caps_its_trials_and_concurrency_is_what_the_cluster_holds() -> None:
+    # 20 trials, 4 asked at once, on a 4-node cluster: 2 trials of 2 nodes run at once; the 3 h timeout
+    # (2 trials x 2 nodes x 3 h) binds before 20 x 2 nodes x 2 h.
+    sweep = _sweep(on_h100(), max_total_trials=20, max_concurrent_trials=4, timeout=3 * 3600)
+    assert sweep["concurrent_trials"] == 2
+    assert sweep["usd_per_hour"] == round(2 * 2 * RATE, 2)
+    assert (sweep["ceiling_usd"], sweep["bound_by"]) == (round(2 * 2 * 3 * RATE, 2), "timeout")
+    # Left out, max_concurrent_trials is every trial (Azure ML starts them all): still what the cluster holds.
+    assert _sweep(on_h100(), max_concurrent_trials=None)["concurrent_trials"] == 2
+
+
+def test_a_sweep_without_timeouts_is_unbounded_and_an_unknown_price_is_unknown() -> None:
+    sweep = _sweep(on_h100(), trial_timeout=None, timeout=None)
+    assert (sweep["ceiling_usd"], sweep["bound_by"]) == ("unbounded", None)
+    assert _sweep(on_h100(region=UNPRICED_REGION))["ceiling_usd"] == UNKNOWN
+
+
+def test_the_pull_request_shows_the_whole_sweep_and_its_change() -> None:
+    from planning.review import cost_change
+
+    base = estimate(Stack(on_h100().resources, on_h100().runs), load())
+    b = on_h100()
+    _sweep(b, max_total_trials=8, timeout=20 * 3600)  # the timeout no longer binds
+    head = estimate(Stack(b.resources, b.runs), load())
+    text = cost_markdown(head, cost_change(base, head))
+    row = next(line for line in text.splitlines() if line.startswith("| `lr-sweep` |"))
+    whole = 8 * 2 * 2 * RATE
+    assert row == (f"| `lr-sweep` | gpu-a100 | 8 (1) x 2 | ${2 * RATE:,.2f} | ${whole:,.2f} (8 trials x 2 h) | "
+                   f"+${whole / 2:,.2f} |")

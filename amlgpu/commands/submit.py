@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import EXIT_POLICY
+from kernel.errors import EXIT_POLICY, EXIT_USAGE
 from stack.project import LoadedStack, load_stack
 
 
@@ -93,10 +93,15 @@ def run(args: argparse.Namespace, *, credential: Any = None, **client_options: A
     job = submit.job_file(submission, root=stack.root, plan_dir=plan_dir)
     if args.dry_run:
         return submit.dry_run(submission, job, root=stack.root)
-    from jobs import remote
+    from jobs import components, remote
     from kernel.interrupts import cleanup_on_interrupt
 
     with cleanup_on_interrupt():  # a Ctrl-C during the upload still removes the copy of the code folder
         client = remote.ml_client(submission.workspace, credential=credential, **client_options)
+        clients = components.client_factory(client, **client_options)
+        stale = components.verify(stack.config, stack.root, args.job, clients, stack=stack.name)
+        if stale:  # the plan judged the pulled specs: what Azure ML would run must still be those
+            print("\n".join(f"error: {problem}" for problem in stale), file=sys.stderr)
+            return EXIT_USAGE
         return submit.submit(submission, job, root=stack.root, client=client,
                              notice=submit.upload_notice(stack.config))

@@ -3,7 +3,8 @@
 Each step of a pipeline and the trial of a sweep is a run (``<job>/<step>``, ``<sweep>/trial``) and every
 run rule judges it as such; these rules look at the composition: bindings between steps, the order they
 imply, and how many trials a cluster can hold at once. They read the job's spec (the ``ComposedJob``
-component's props, :class:`jobs.pipelines.ResolvedComposite`) and its runs' cluster facts.
+component's props, :class:`jobs.pipelines.ResolvedComposite`) and its runs' cluster facts. One run rule
+lives here too: a run (typically a pipeline's data preparation step) that opens no GPU on GPU nodes.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.rule import Violation, stack_rule
+from jobs.launchers import PER_GPU_LAUNCHERS, command_scripts
+from policies.rule import Violation, run_rule, stack_rule
 from policies.stack import Stack
 from stack.pipelines import binding
+from stack.resolved import ResolvedRun
 
 PIPELINE_YAML = "https://learn.microsoft.com/en-us/azure/machine-learning/reference-yaml-job-pipeline"
 SWEEP_GUIDE = "https://learn.microsoft.com/en-us/azure/machine-learning/how-to-tune-hyperparameters"
+COMPUTE_TARGETS = "https://learn.microsoft.com/en-us/azure/machine-learning/concept-compute-target"
 
 
 def _steps(spec: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
@@ -71,6 +75,36 @@ def pipeline_binding_unknown(stack: Stack) -> list[Violation]:
             run = runs.get(f"{job.name}/{step}")
             if run is not None:
                 out += [Violation(run, message) for message in _unknown_bindings(job.spec, step)]
+    return out
+
+
+@stack_rule(
+    id="pipeline-component-not-pulled",
+    title="A pipeline step's registered component is pulled into the project",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="A step naming a registered component (azureml:<name>:<version>, or a registry's) runs a command, "
+    "environment and distribution the stack file does not show: until its spec is in the project, no rule can "
+    "judge the step (InfiniBand, processes per GPU, secrets), and whatever the component does reaches the "
+    "cluster unreviewed.",
+    remediation="Run amlgpu components pull --stack <stack>: it writes the component's spec under "
+    "components/registered/ with a lock (source, version, hashes); commit both, and the step is judged as an "
+    "inline component.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-manage-registries",
+    config_key=("jobs",),
+)
+def pipeline_component_not_pulled(stack: Stack) -> list[Violation]:
+    out = []
+    for resource, job in stack.composites:
+        if job.kind != "pipeline":
+            continue
+        judged = set(job.runs)
+        for step, spec in _steps(job.spec).items():
+            if "component" in spec and f"{job.name}/{step}" not in judged:
+                out.append(Violation(resource, (
+                    f"step {step!r} runs registered component {spec['component']}, whose spec is not in the "
+                    f"project: run `amlgpu components pull --stack {stack.name or '<stack>'}` and commit "
+                    "components/registered/")))
     return out
 
 
@@ -179,3 +213,37 @@ def sweep_timeout_below_trial_timeout(stack: Stack) -> list[Violation]:
             out.append(Violation(resource, f"limits.timeout {timeout}s cancels the sweep before a trial reaches its "
                                            f"trial_timeout of {trial}s"))
     return out
+
+
+def opens_no_gpu(run: ResolvedRun) -> bool:
+    """Whether every process ``run`` starts is known to leave the GPUs alone: Azure ML starts Python scripts
+    itself (no per-node launcher, nothing in the command left unread), each read whole and importing nothing
+    that opens a GPU (:data:`analysis.pyscan.GPU_MODULES`). Unknown is not "no GPU"."""
+    if run.launcher not in PER_GPU_LAUNCHERS or run.launch_unknowns or not run.scripts_without_gpu:
+        return False
+    scripts = command_scripts(str(run.spec.get("command", "")))
+    return bool(scripts) and all(kind == "python" and path in run.scripts_without_gpu for kind, path in scripts)
+
+
+@run_rule(
+    id="run-gpu-nodes-unused",
+    title="A run that opens no GPU does not hold GPU nodes",
+    severity="low",
+    enforcement="advisory",
+    rationale="A step that only prepares data (Microsoft's pipelines start with one: python prep.py, importing "
+    "pandas or mlflow but no deep learning framework) runs as well on a CPU node, at a fraction of a GPU node's "
+    "price; on the GPU cluster it holds and bills whole GPU nodes while it runs, and keeps them from the training "
+    "steps. Judged only when every script the command starts was read whole and imports nothing that opens a GPU. "
+    "Advisory: the step still runs.",
+    remediation="Run the step on CPU compute (a CPU cluster or serverless compute of the workspace; this stack's "
+    "clusters are GPU clusters), or fold it into the step that uses the GPUs.",
+    reference=COMPUTE_TARGETS,
+    config_key=("compute",),
+)
+def run_gpu_nodes_unused(run: ResolvedRun) -> list[str]:
+    if run.cluster.gpus < 1 or not opens_no_gpu(run):
+        return []
+    scripts = ", ".join(run.scripts_without_gpu)
+    return [f"{scripts} import(s) nothing that opens a GPU, yet the run holds {run.instance_count} "
+            f"{run.cluster.size} node(s) of {run.cluster.gpus} GPU(s) each on cluster {run.cluster.name}: "
+            "CPU compute does this work for less"]

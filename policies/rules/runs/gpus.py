@@ -10,6 +10,7 @@ from jobs.launchers import (
     command_scripts,
 )
 from policies.rule import run_rule
+from policies.rules.pipelines import opens_no_gpu
 from policies.rules.runs import DISTRIBUTED_GUIDE, JOB_YAML, environment_variables, gpu_processes_per_node
 from stack.resolved import ResolvedRun
 
@@ -89,7 +90,8 @@ def _one_gpu_per_process(run: ResolvedRun) -> bool:
     rationale="Fewer processes than GPUs leaves the rest of a reserved (and billed) GPU node idle, e.g. two "
     "processes per node on a four-GPU node. Judged only when the launch is known to drive one GPU per process "
     "(Python scripts started per process, a per-node launcher with a count): a shell script, a health check, "
-    "a script that imports Lightning (which starts its own processes per node, under MPI too) or a command "
+    "a script that imports Lightning (which starts its own processes per node, under MPI too), a script that "
+    "imports nothing that opens a GPU (a data preparation step: run-gpu-nodes-unused) or a command "
     "that only echoes is not. A run that drives several GPUs from one process on purpose (model "
     "parallelism) is waived, with the reason.",
     remediation="Set process_count_per_instance (per-process launch) or the per-node launcher's process count "
@@ -99,8 +101,8 @@ def _one_gpu_per_process(run: ResolvedRun) -> bool:
 )
 def run_gpus_left_idle(run: ResolvedRun) -> list[str]:
     procs = gpu_processes_per_node(run)
-    if procs is None or procs >= run.cluster.gpus or not _one_gpu_per_process(run):
-        return []
+    if procs is None or procs >= run.cluster.gpus or not _one_gpu_per_process(run) or opens_no_gpu(run):
+        return []  # a run that opens no GPU leaves them all idle: run-gpu-nodes-unused's (advisory) finding
     return [f"{procs} GPU process(es) per node on {run.cluster.size}: {run.cluster.gpus - procs} of "
             f"{run.cluster.gpus} GPUs stay idle"]
 
