@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from jobs.render import dump
 from kernel.errors import UserError
 from stack import registered
-from stack.config import StackConfig
 from stack.components import CommandComponent
+from stack.config import StackConfig
 from stack.pipelines import PipelineJob
 from stack.registered import Registered
 
