@@ -26,8 +26,9 @@ from typing import Any
 
 from kernel import bounded
 from kernel import regex as linear
-from kernel.errors import UserError
+from kernel.errors import ConfigError, UserError
 from kernel.interrupts import cleanup_on_interrupt, shielded, terminate_as_interrupt
+from policies.waivers import from_records
 
 KEY = "--base"
 _REF = linear.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*$")  # $: the end, not a final newline
@@ -62,9 +63,6 @@ def read_plan_folder(folder: Path, label: str | None = None) -> Base:
 def read_waivers(folder: Path) -> list[Any] | None:
     """The waivers recorded in an earlier plan folder (None when it has no ``waivers.json``: a plan
     from before waivers were recorded, whose waivers are then unknown rather than none)."""
-    from kernel.errors import ConfigError
-    from policies.waivers import from_records
-
     path = folder / "waivers.json"
     if not path.is_file():
         return None

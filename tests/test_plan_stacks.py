@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from amlgpu.commands.plan import OUTPUT_LAYOUT
+from planning.service import OUTPUT_LAYOUT
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_reliability_corpus import amlgpu, leftovers, snapshot
 from tests.test_security_interrupts import SLOW_WRITE

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from amlgpu.commands.plan import OUTPUT_LAYOUT
+from planning.service import OUTPUT_LAYOUT
 from tests.conftest import make_project
 from tests.test_reliability_corpus import AMLGPU, STACK, STACK_FILE, good_config, leftovers, snapshot
 
@@ -94,10 +94,10 @@ def test_ctrl_c_at_any_moment_exits_130_with_one_line(project: Path, phase: str,
 
 SLOW_WRITE = """
 import sys, time
-from amlgpu import interrupts
+from kernel import interrupts
 interrupts.install()  # what the console script does: `python -c` is not it
-import amlgpu.commands.plan as plan
-from amlgpu import artifacts
+import planning.service as plan
+from planning import artifacts
 
 def write_text(path, text):
     artifacts.write_text(path, text)
@@ -235,7 +235,7 @@ def test_a_worktree_cut_short_while_being_added_is_removed_too(tmp_path: Path) -
 
 SHIELDED = """
 import os, signal, sys
-from amlgpu import interrupts
+from kernel import interrupts
 interrupts.install()
 steps = []
 try:
@@ -259,7 +259,7 @@ def test_a_ctrl_c_inside_a_shielded_cleanup_waits_for_its_end() -> None:
 
 SLOW_CHECK = """
 import os, pathlib, sys, time
-from amlgpu import interrupts
+from kernel import interrupts
 interrupts.install()  # what the console script does: `python -c` is not it
 from model import stackfile
 
