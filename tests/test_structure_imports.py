@@ -164,3 +164,22 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path: Path, monkey
     (tmp_path / "loopy" / "c.py").write_text("from loopy import a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert import_cycles({"loopy"}) == [["loopy.a", "loopy.b"]]
+
+
+def test_version_and_help_import_no_command_and_a_command_imports_only_its_own() -> None:
+    """The CLI's command table is the one late import: ``--version`` and ``--help`` load no command's module
+    (nor the plan's libraries), ``policy list`` loads the policy command's alone."""
+    probe = ("import contextlib, io, sys\nfrom amlgpu.cli import main\nfor argv in {argv!r}:\n"
+             "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+             "        main(argv)\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('amlgpu.commands.', 'pulumi', 'planning'))))\n")
+    for argv, loaded in (([["--version"], ["--help"]], []), ([["policy", "list"]], ["amlgpu.commands.policy"])):
+        done = subprocess.run([sys.executable, "-c", probe.format(argv=argv)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300, check=True)
+        assert done.stdout.strip() == repr(loaded), done.stderr
+
+
+def test_the_command_table_says_what_each_command_says_of_itself() -> None:
+    from amlgpu.cli import build_parser
+
+    assert build_parser(()).format_help() == build_parser().format_help()

@@ -22,6 +22,10 @@ registrations start afresh for each, see :func:`planning.engine.run_program`) in
 (``--out`` is then the folder holding one per stack; default ``build/<stack>/``), and ``--base DIR``
 reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still planned. The exit
 code is the worst stack's (2 over 1 over 0); a summary table ends the output.
+
+``--format json`` prints one document of one shape however many stacks are planned: ``{"stacks": [...],
+"exit_code": N}``, one entry per stack (its summary and exit code, or its error), plus ``changed_since``
+(the ref, its commit, the stacks unchanged and deleted) with ``--changed-since``.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from planning.artifacts import canonical_json, shown_path
 from planning.base import resolve_ref
 from planning.changes import Selection, select
 from planning.comment import pr_comment
-from planning.outcome import StackOutcome, worst
+from planning.outcome import StackOutcome, json_document, worst
 from planning.render import findings_text, stack_report, stale_waivers_text, summary_table
 from preflight.deploy import render_offline
 from stack.project import find_root, stack_names
@@ -63,8 +67,8 @@ def register(sub: Any) -> None:
                         help="output folder (default: build/<stack>); when several stacks are planned (--stack "
                         "repeated, --all or --changed-since), the folder holding a <stack>/ folder for each")
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text",
-                        help="stdout format; markdown: the pull-request comment (a summary table, then each "
-                        "stack's policy.md)")
+                        help="stdout format; json: {\"stacks\": [one entry per stack], \"exit_code\": N}, one stack "
+                        "or several; markdown: the pull-request comment (a summary table, then each stack's policy.md)")
     parser.add_argument("--policy-config", type=Path,
                         help="policy pack config (JSON): enforcement, parameters, platform waivers "
                         "(default: policies/config.<stack>.json, else policies/config.json, when the project has one)")
@@ -132,10 +136,8 @@ def _show(plan: service.Plan, settings: Settings) -> None:
         print("\n".join(render_offline(stack.config)))
         return
     if not settings.several:
-        if settings.format == "json":
-            print(canonical_json(service.summary(plan)), end="")
-        else:
-            print(pr_comment([service.outcome(plan, settings.format)]), end="")
+        shown = [service.outcome(plan, settings.format)]
+        print(canonical_json(json_document(shown)) if settings.format == "json" else pr_comment(shown), end="")
     # stdout is the document; the terminal still shows what failed.
     for line in findings_text(plan.report, stack.file.display, stack.file.line_of):
         print(line, file=sys.stderr)
@@ -153,7 +155,7 @@ def _plan_several(names: list[str], settings: Settings, *, out: Path | None, cha
     if settings.base and not Path(settings.base).is_dir():
         resolve_ref(root, settings.base)  # a --base that is neither a folder nor a ref: refused once, up front
     since: str | None = None
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] | None = None
     deleted: list[str] = []
     selected = candidates
     if changed_since:
@@ -172,12 +174,9 @@ def _plan_several(names: list[str], settings: Settings, *, out: Path | None, cha
         gc.unfreeze()
     unchanged = len(candidates) - len(selected)
     if settings.format == "json":
-        document: dict[str, Any] = {"stacks": [o.to_json() for o in outcomes], "exit_code": worst(
-            o.exit_code for o in outcomes)}
-        if since is not None:
-            document["changed_since"] = {**changes, "unchanged": sorted(set(candidates) - set(selected)),
-                                         "deleted": deleted}
-        print(canonical_json(document), end="")
+        if changes is not None:
+            changes.update(unchanged=sorted(set(candidates) - set(selected)), deleted=deleted)
+        print(canonical_json(json_document(outcomes, changes)), end="")
     elif settings.format == "markdown":
         print(pr_comment(outcomes, deleted=deleted, unchanged=unchanged, since=since), end="")
     else:
