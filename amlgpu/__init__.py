@@ -1,7 +1,7 @@
 """aml-gpu-training's command-line tool, ``amlgpu``: the top floor.
 
-Commands, the offline plan (a mock engine), artifacts and reports. The stack model it works on is
-the :mod:`model` package; nothing below this package imports it.
+The commands: each parses its flags and prints; the plan itself is :mod:`planning.service`, the stack
+model it works on :mod:`stack`. Nothing below this package imports it.
 
 Started as ``amlgpu`` (the console script, or ``python -m amlgpu``), the package takes over Ctrl-C
 before anything else is imported (:mod:`kernel.interrupts`).

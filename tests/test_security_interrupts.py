@@ -261,7 +261,7 @@ SLOW_CHECK = """
 import os, pathlib, sys, time
 from kernel import interrupts
 interrupts.install()  # what the console script does: `python -c` is not it
-from model import stackfile
+from stack import stackfile
 
 read = stackfile.read
 
