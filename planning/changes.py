@@ -36,8 +36,10 @@ from stack.project import LoadedStack, load_stack
 from stack.runs import FILE_PREFIX, InlineEnvironment
 
 KEY = "--changed-since"
-PROGRAM = ("__main__.py", "Pulumi.yaml", "Pulumi.yml", "Pulumi.json", "pyproject.toml",
-           "infra", "jobs", "model", "policies", "amlgpu")
+PACKAGES = ("amlgpu", "planning", "policies", "infra", "jobs", "importer", "preflight", "stack", "analysis",
+            "azurefacts", "kernel")
+"""The project's packages (pyproject.toml's), all of which a plan may run."""
+PROGRAM = ("__main__.py", "Pulumi.yaml", "Pulumi.yml", "Pulumi.json", "pyproject.toml", *PACKAGES)
 """What every plan runs: a change under any of these plans every stack (see :func:`affected` for ``jobs/``)."""
 WORKLOAD_PARENT = "jobs"
 """The program folder that also holds workloads: a run's code folder below it is not program code."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,9 @@ import pytest
 import yaml
 
 from kernel.errors import UserError
-from planning.changes import affected, select
+from planning.changes import PACKAGES, affected, select
 from stack.project import load_stack, stack_names
-from tests.conftest import NS, dev_config, make_project
+from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_plan_stacks import plan as _plan
 
 pytestmark = pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
@@ -193,6 +194,13 @@ def test_a_changed_pack_config_given_on_the_command_line_plans_every_stack(repo:
     _append("platform/pack.json", "{}\n")(project)
     selection = select(project, "HEAD", EVERY, every_stack=True, read_by_every_plan=[project / "platform/pack.json"])
     assert list(selection.planned) == EVERY and selection.impact.program == ("platform/pack.json",)
+
+
+def test_every_package_of_the_project_is_program() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert sorted(PACKAGES) == sorted(pyproject["tool"]["importlinter"]["root_packages"])
+    found = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(PACKAGES) == sorted(p.rstrip("*") for p in found)
 
 
 def test_a_code_folder_below_jobs_is_a_workload_but_jobs_itself_is_the_program() -> None:
