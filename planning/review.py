@@ -30,7 +30,7 @@ from policies.cost import UNBOUNDED, UNKNOWN, CostReport
 from policies.markdown import code
 from policies.markdown import text as markdown_text
 
-REPLACEMENTS = Path(__file__).resolve().parent.parent / "infra" / "replacements.json"
+REPLACEMENTS = Path(__file__).resolve().parent.parent / "azurefacts" / "replacements.json"
 RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
 COMPUTE = "azure-native:machinelearningservices:Compute"
 PROJECT_PREFIX = "aml-gpu-training:"

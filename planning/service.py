@@ -91,8 +91,7 @@ class Plan:
     cost: CostReport
     diff: dict[str, Any] | None = None
     """``diff.json`` against the base (its ``cost`` the change in cost); None without a base."""
-    cost_change: dict[str, Any] | None = None
-    base_waivers: list[Any] | None = None
+    base_waivers: list[Waiver] | None = None
     """The base plan's waivers (its ``waivers.json``), when planned against a base that recorded them."""
 
     @property
@@ -134,7 +133,7 @@ def _against(plan: Plan, base: Base, prices: PriceTable | None) -> Plan:
     except (KeyError, TypeError, ValueError):
         base_runs = []  # a base planned by older code: its runs' cost cannot be read back
     changes["cost"] = cost_change(estimate(Stack(base.resources, base_runs), prices), plan.cost)
-    return replace(plan, diff=changes, cost_change=changes["cost"], base_waivers=base.waivers)
+    return replace(plan, diff=changes, base_waivers=base.waivers)
 
 
 @dataclass(frozen=True)
@@ -224,8 +223,9 @@ def _write_files(plan: Plan, folder: Path) -> None:
 def policy_markdown(plan: Plan) -> str:
     """``policy.md``: the diff against the base (when there is one), the policy verdict, the cost."""
     top = diff_markdown(plan.diff) + "\n" if plan.diff is not None else ""
+    change = plan.diff["cost"] if plan.diff is not None else None
     return top + markdown(plan.report, plan.stack.name, base_waivers=plan.base_waivers) + cost_markdown(
-        plan.cost, plan.cost_change)
+        plan.cost, change)
 
 
 def preflight(plan: Plan) -> dict[str, Any]:
