@@ -1,9 +1,10 @@
 """aml-gpu-training's command-line tool, ``amlgpu``: the top floor.
 
-Commands (:mod:`amlgpu.commands`) over the plan (:mod:`planning`), the gate (:mod:`policies`) and the
-features below; nothing imports this package. Started as ``amlgpu`` (the console script, or
-``python -m amlgpu``), the package takes over Ctrl-C before anything else is imported
-(:mod:`kernel.interrupts`).
+The commands: each parses its flags and prints; the plan itself is :mod:`planning.service`, the stack
+model it works on :mod:`stack`. Nothing below this package imports it.
+
+Started as ``amlgpu`` (the console script, or ``python -m amlgpu``), the package takes over Ctrl-C
+before anything else is imported (:mod:`kernel.interrupts`).
 """
 
 import sys as _sys

@@ -3,6 +3,10 @@
 Each subcommand lives in :mod:`amlgpu.commands` as a module with ``register(subparsers)``, which
 adds its parser and sets ``func``. Exit codes are the same everywhere: 0 success, 1 a mandatory
 policy failed (artifacts still written), 2 bad input (nothing written), 130 interrupted.
+
+:data:`COMMANDS` is the one place a module is imported late: only the module of the command that runs is
+loaded (a plan's libraries take seconds), so ``amlgpu --version``, ``--help`` and the light commands start
+in a fraction of a second; the others are listed by name and help line.
 """
 
 from __future__ import annotations
@@ -13,13 +17,32 @@ import keyword
 import os
 import re
 import sys
+import tomllib
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
 from typing import Any, NoReturn
 
+from amlgpu.terminal import cleaned_output
+from kernel import interrupts
 from kernel.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("init", "plan", "preflight", "run-local", "submit", "components", "job", "import", "policy", "schema",
-            "doctor", "prices")
-"""Modules under amlgpu.commands, in the order ``--help`` lists them."""
+COMMANDS = {
+    "init": "write a commented stack file (Pulumi.<stack>.yaml) that plans clean",
+    "plan": "plan a stack offline (Pulumi mock engine) and check it against the policy pack",
+    "preflight": "read-only checks of what would stop the first pulumi up (providers, quota, sizes, permissions, "
+    "names, keys, DNS, the upload's network path)",
+    "run-local": "run a declared distributed run on this machine with Azure ML's launch contract",
+    "submit": "submit a declared run to the stack's Azure ML workspace and follow it to the end",
+    "components": "pull the registered components the stack's pipelines run",
+    "job": "a submitted job: show its status, stream its logs, cancel it",
+    "import": "turn Azure ML job YAML and SDK v1/v2 scripts into stack entries",
+    "policy": "list the policy rules, or generate their docs page",
+    "schema": "print the stack file's JSON Schema (for editors), or check/write the committed copy",
+    "doctor": "check this machine (Python, packages, Pulumi CLI, Azure login, mpirun, torch, GPUs) and say what to do",
+    "prices": "the pricing table: refresh it from Azure's Retail Prices API, or show it",
+}
+"""Each command (a module under amlgpu.commands) and its line in ``amlgpu --help``, in the order listed."""
 
 
 _EPILOG = """\
@@ -80,19 +103,27 @@ class _Parser(argparse.ArgumentParser):
 
 def version() -> str:
     """The installed distribution's version (pyproject's when run from a checkout that is not installed)."""
-    from importlib import metadata
-
     try:
         return metadata.version("aml-gpu-training")
     except metadata.PackageNotFoundError:
-        import tomllib
-        from pathlib import Path
-
         pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
         return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Commands:
+    """The subparsers as a command's ``register`` sees them: its help line is :data:`COMMANDS`'."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("help", COMMANDS[name])
+        return self._sub.add_parser(name, **kwargs)
+
+
+def build_parser(load: Iterable[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser: the commands in ``load`` with their options (their modules imported), the others by name and
+    help line only."""
     parser = _Parser(
         prog="amlgpu",
         description="Distributed GPU training on Azure Machine Learning, as code:\n"
@@ -102,15 +133,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"amlgpu {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMANDS:
+    load = set(load)
+    for name, line in COMMANDS.items():
+        if name not in load:
+            sub.add_parser(name, help=line)
+            continue
         module = name.replace("-", "_") + ("_" if keyword.iskeyword(name) else "")  # import -> import_
-        importlib.import_module(f"amlgpu.commands.{module}").register(sub)
+        importlib.import_module(f"amlgpu.commands.{module}").register(_Commands(sub))
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from amlgpu.terminal import cleaned_output
+def _command(argv: list[str]) -> list[str]:
+    """The command ``argv`` runs (its first word, as argparse reads it), when it names one."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return [word] if word in COMMANDS else []
 
+
+def main(argv: list[str] | None = None) -> int:
     # Every line printed holds no secret the stack holds and is inert in a terminal and a CI log, whatever
     # prints it (amlgpu.terminal).
     with cleaned_output():
@@ -119,11 +158,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
-        bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)
+        # Inside the try: building the parser imports the command, long enough for a Ctrl-C to land there.
+        given = sys.argv[1:] if argv is None else argv
+        bad = next((arg for arg in given if "\0" in arg), None)
         if bad is not None:  # no shell can pass one, but a caller of main() can: no path may hold it
             raise UserError(f"argument {bad!r} holds a NUL byte")
-        args = build_parser().parse_args(argv)
+        args = build_parser(_command(given)).parse_args(argv)
         return int(args.func(args) or 0)
     except UserError as err:
         print(err.report(), file=sys.stderr)
@@ -135,8 +175,6 @@ def _main(argv: list[str] | None) -> int:
 
 def console_main() -> None:
     """The ``amlgpu`` console script: :func:`main`, then exit with its code."""
-    from kernel import interrupts
-
     interrupts.install()  # done already when the package saw it was started as amlgpu; harmless again
     try:
         code = main()

@@ -1,60 +1,208 @@
-"""``amlgpu run-local`` of a pipeline or a sweep: its runs one after another, each as ``run-local`` runs a run.
+"""``amlgpu run-local``'s runner: a declared run, or a pipeline's steps and a sweep's trials one after another,
+started here with the launch contract Azure ML would give each process (:mod:`amlgpu.commands.run_local` parses
+the flags).
 
-The emulation itself (the order of the steps, bindings as local folders, sampled parameters) is
-:mod:`jobs.emulate.composite`; this prints what runs and stops at the first step that fails (a sweep runs
-every trial, as Azure ML does, and exits with the first failing trial's status).
+The emulation itself (the launch contract, the snapshot, the order of the steps, bindings as local folders,
+sampled parameters) is :mod:`jobs.emulate`; this prints what runs, refuses a launch the gate blocks, and stops
+at the first step that fails (a sweep runs every trial, as Azure ML does, and exits with the first failing
+trial's status).
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
+import datetime as dt
 import os
+import shutil
+import sys
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.emulate.composite import prepare_pipeline, prepare_sweep, shown
+from jobs.emulate.errors import EmulationError
+from jobs.emulate.local import LocalProcessLauncher
+from jobs.emulate.prepare import Prepared, Request, prepare
+from jobs.pipelines import resolve_composite
+from jobs.resolve import resolve_run
+from kernel import secrets
 from kernel.errors import EXIT_OK, UserError
+from policies.packconfig import for_stack, resolve
+from policies.rules.launch import TOPOLOGY_RULES
+from stack import NAMESPACE
 from stack.project import LoadedStack
+from stack.resolved import ResolvedRun
+from stack.runs import Run
 
 
-def run_composite(args: argparse.Namespace, stack: LoadedStack) -> int:
-    from amlgpu.commands.run_local import _header, _parse_inputs, _preparing, _say
-    from jobs.emulate.composite import prepare_pipeline, prepare_sweep, shown
-    from jobs.emulate.local import LocalProcessLauncher
-    from jobs.emulate.prepare import Request
-    from jobs.pipelines import resolve_composite
+@dataclass(frozen=True)
+class Options:
+    """What ``amlgpu run-local``'s flags ask for."""
 
-    index, entry = next((i, j) for i, j in enumerate(stack.config.jobs) if j.name == args.job)
+    nodes: int | None = None
+    procs_per_node: int | None = None
+    timeout: float | None = None
+    inputs: tuple[str, ...] = ()
+    """``--input NAME=VALUE``, as given."""
+    tf_empty_ps: bool = False
+    trials: int = 1
+
+    def request(self) -> Request:
+        return Request(nodes=self.nodes, procs_per_node=self.procs_per_node, timeout_s=self.timeout,
+                       inputs=parse_inputs(list(self.inputs)), tf_empty_ps=self.tf_empty_ps)
+
+
+def run_local(stack: LoadedStack, name: str, options: Options) -> int:
+    """Run the run, pipeline or sweep ``name`` of ``stack`` here; its exit status (see
+    :mod:`amlgpu.commands.run_local`)."""
+    if any(job.name == name for job in stack.config.composites):
+        return _run_composite(stack, name, options)
+    index, declared = find_run(stack, name)
+    resolved = resolve_run(declared, stack.config, stack.root)
+    request = options.request()
+
+    workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{declared.name}-"))
+    with preparing(workdir, stack, index):
+        prepared = prepare(resolved, request, root=stack.root, workdir=workdir, environ=os.environ)
+    refused = topology_findings(stack, resolved)
+    if refused:
+        shutil.rmtree(workdir, ignore_errors=True)
+        say(f"run-local: refused: {resolved.name!r} would not run as one training on Azure ML "
+            f"({resolved.instance_count} node(s) of {resolved.cluster.size}), and run-local never rewrites a "
+            "launch into one that works:")
+        for rule_id, message in refused:
+            say(f"  {rule_id}: {message}")
+        say(f"  {stack.file.display}: {NAMESPACE}:jobs[{index}].command")
+        return 1
+
+    header(stack, resolved, prepared, timeout_declared=options.timeout is None)
+    result = LocalProcessLauncher().launch(prepared.plan)
+
+    say()
+    if result.outcome == "timeout":
+        say(f"run-local: timed out after {prepared.plan.timeout_s:g}s: every process was stopped")
+    elif result.outcome == "interrupted":
+        say("run-local: interrupted: every process was stopped")
+    say(result.summary())
+    say(f"work folder (snapshot and outputs): {prepared.workdir}")
+    return result.exit_code
+
+
+def topology_findings(stack: LoadedStack, run: ResolvedRun) -> list[tuple[str, str]]:
+    """What the gate's mandatory launch-topology rules say of ``run``, as the stack's gate is configured (its
+    pack config and the stack file's active waivers)."""
+    settings = resolve(for_stack(stack.root, stack.name))
+    today = dt.date.today()
+    found: list[tuple[str, str]] = []
+    for rule in TOPOLOGY_RULES:
+        if settings[rule.id].enforcement != "mandatory":
+            continue
+        if any(w.covers(rule.id, run.name) and w.active(today) for w in stack.config.waivers):
+            continue
+        found.extend((rule.id, message) for message in rule.check(run, **settings[rule.id].params))
+    return found
+
+
+def _run_composite(stack: LoadedStack, name: str, options: Options) -> int:
+    """A pipeline's steps or a sweep's trials, one after another, each as a run is run."""
+    index, entry = next((i, j) for i, j in enumerate(stack.config.jobs) if j.name == name)
     job, runs = resolve_composite(entry, stack.config, stack.root)  # type: ignore[arg-type]
-    request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,
-                      inputs=_parse_inputs(args.input), tf_empty_ps=args.tf_empty_ps)
-    if job.kind != "sweep" and args.trials != 1:
+    request = options.request()
+    if job.kind != "sweep" and options.trials != 1:
         raise UserError(f"--trials is for sweeps; {job.name!r} is a {job.kind}", key="--trials")
     workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{job.name}-"))
-    with _preparing(workdir, stack, index):
+    with preparing(workdir, stack, index):
         if job.kind == "pipeline":
             steps = prepare_pipeline(job, {r.name: r for r in runs}, request, root=stack.root, workdir=workdir,
                                      environ=os.environ)
         else:
-            steps = prepare_sweep(job, runs[0], request, trials=args.trials, root=stack.root, workdir=workdir,
+            steps = prepare_sweep(job, runs[0], request, trials=options.trials, root=stack.root, workdir=workdir,
                                   environ=os.environ)
 
     what = f"{len(steps)} step(s): {', '.join(s.name for s in steps)}" if job.kind == "pipeline" else \
         f"{len(steps)} trial(s) of {job.spec['limits']['max_total_trials']}"
-    _say(f"run-local: {job.kind} {job.name!r} of stack {stack.name!r}, {what}, one after another")
+    say(f"run-local: {job.kind} {job.name!r} of stack {stack.name!r}, {what}, one after another")
     status = EXIT_OK
     for step in steps:
-        _say()
+        say()
         if step.parameters:
-            _say(f"{step.name}: " + ", ".join(f"{k}={shown(v)}" for k, v in step.parameters.items()))
-        _header(stack, step.run, step.prepared, timeout_declared=args.timeout is None)
+            say(f"{step.name}: " + ", ".join(f"{k}={shown(v)}" for k, v in step.parameters.items()))
+        header(stack, step.run, step.prepared, timeout_declared=options.timeout is None)
         result = LocalProcessLauncher().launch(step.prepared.plan)
-        _say(result.summary())
+        say(result.summary())
         if result.exit_code != EXIT_OK:
             status = status or result.exit_code
             if job.kind == "pipeline" or result.outcome in ("interrupted", "timeout"):
                 later = "steps" if job.kind == "pipeline" else "trials"
-                _say(f"run-local: {step.name} ended with exit {result.exit_code}: the {later} after it do not run")
+                say(f"run-local: {step.name} ended with exit {result.exit_code}: the {later} after it do not run")
                 break
-    _say()
-    _say(f"work folder (each {'step' if job.kind == 'pipeline' else 'trial'}'s snapshot and outputs): {workdir}")
+    say()
+    say(f"work folder (each {'step' if job.kind == 'pipeline' else 'trial'}'s snapshot and outputs): {workdir}")
     return status
+
+
+def parse_inputs(entries: list[str]) -> dict[str, str]:
+    inputs: dict[str, str] = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        if not sep or not name:
+            raise UserError(f"{entry!r} is not NAME=VALUE", key="--input")
+        inputs[name] = value
+    try:
+        secrets.remember_in(inputs)  # a token given here is masked in the header's command like the stack's own
+    except secrets.TooManySecrets as err:
+        raise UserError(str(err), key="--input") from None
+    return inputs
+
+
+def find_run(stack: LoadedStack, name: str) -> tuple[int, Run]:
+    """The declared run called ``name`` and its index under ``jobs``; unknown names list the known."""
+    for index, declared in enumerate(stack.config.jobs):
+        if declared.name == name and isinstance(declared, Run):
+            return index, declared
+    known = ", ".join(sorted(r.name for r in stack.config.jobs)) or "none declared"
+    raise UserError(f"no run named {name!r}; runs in this stack: {known}", file=stack.file.display,
+                    key=f"{NAMESPACE}:jobs")
+
+
+def say(line: str = "") -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def preparing(workdir: Path, stack: LoadedStack, index: int) -> Iterator[None]:
+    """While the run at ``jobs[index]`` (or a pipeline's or sweep's steps) is prepared in ``workdir``: an
+    emulation error is bad input naming the flag or the stack key, and any failure removes ``workdir``."""
+    try:
+        yield
+    except EmulationError as err:
+        shutil.rmtree(workdir, ignore_errors=True)
+        if err.is_flag:
+            raise UserError(err.message, key=err.key) from None
+        raise UserError(err.message, file=stack.file.display, key=f"{NAMESPACE}:jobs[{index}].{err.key}") from None
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+def header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, timeout_declared: bool) -> None:
+    """What is about to run, where, and how it differs from the run on Azure ML."""
+    cluster, dist_type = resolved.cluster, resolved.distribution["type"]
+    style = f" ({resolved.launcher})" if resolved.launcher != dist_type else ""
+    say(f"run-local: {resolved.name!r} of stack {stack.name!r}, as Azure ML would start it on {cluster.name} "
+        f"({cluster.size}, {cluster.gpus} GPU(s) per node)")
+    say(f"  distribution  {dist_type}{style}: {prepared.topology.describe()}")
+    say(f"  declared      {prepared.topology.declared}")
+    say(f"  environment   {sys.executable} stands in for {resolved.spec['environment']}")
+    code = resolved.spec.get("code")
+    origin = f"{prepared.snapshot_files} file(s) from {code}" if code is not None else "empty: the run has no code"
+    say(f"  snapshot      {prepared.plan.cwd} ({origin})")
+    say(f"  command       {prepared.command}")
+    for name, path in prepared.outputs.items():
+        say(f"  output {name:<6} {path}")
+    if prepared.plan.timeout_s:
+        source = " (the run's limits.timeout)" if timeout_declared else ""
+        say(f"  timeout       {prepared.plan.timeout_s:g}s{source}")
+    for note in prepared.notes:
+        say(f"  note: {note}")

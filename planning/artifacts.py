@@ -45,6 +45,14 @@ def write_text(path: Path, text: str) -> None:
         handle.write(secrets.mask(text))
 
 
+def shown_path(path: Path) -> str:
+    """``path`` as shown to the user: relative to the working folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def check_replaceable(target: Path, layout: OutputLayout, *, keep: Iterable[Path], key: str) -> None:
     """Raise a :class:`UserError` (naming ``key``, the flag that chose ``target``) unless replacing
     ``target`` whole can only delete an earlier output of the same layout.

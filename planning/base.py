@@ -26,8 +26,10 @@ from typing import Any
 
 from kernel import bounded
 from kernel import regex as linear
-from kernel.errors import UserError
+from kernel.errors import ConfigError, UserError
 from kernel.interrupts import cleanup_on_interrupt, shielded, terminate_as_interrupt
+from policies.waivers import from_records
+from stack.waivers import Waiver
 
 KEY = "--base"
 _REF = linear.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^-]*$")  # $: the end, not a final newline
@@ -40,7 +42,7 @@ class Base:
 
     label: str
     resources: list[dict[str, Any]]
-    waivers: list[Any] | None = None
+    waivers: list[Waiver] | None = None
     """The waivers the base plan applied (its ``waivers.json``); None when it recorded none (older code)."""
 
 
@@ -59,12 +61,9 @@ def read_plan_folder(folder: Path, label: str | None = None) -> Base:
     return Base(label or str(folder), data, read_waivers(folder))
 
 
-def read_waivers(folder: Path) -> list[Any] | None:
+def read_waivers(folder: Path) -> list[Waiver] | None:
     """The waivers recorded in an earlier plan folder (None when it has no ``waivers.json``: a plan
     from before waivers were recorded, whose waivers are then unknown rather than none)."""
-    from kernel.errors import ConfigError
-    from policies.waivers import from_records
-
     path = folder / "waivers.json"
     if not path.is_file():
         return None

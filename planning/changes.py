@@ -247,6 +247,20 @@ class Selection:
                 out[name] = ", ".join(paths[:2]) + (f" and {len(paths) - 2} more" if len(paths) > 2 else "")
         return out
 
+    def notes(self, candidates: int) -> list[str]:
+        """What was selected of ``candidates`` stacks and why, and the stacks deleted, as lines for the terminal."""
+        label = self.changes.label
+        if self.impact.program:
+            program = self.impact.program
+            shown = ", ".join(program[:3]) + (f" and {len(program) - 3} more" if len(program) > 3 else "")
+            lines = [f"Changed since {label}: the program ({shown}): every stack is planned."]
+        else:
+            why = "; ".join(f"{name} ({reason})" for name, reason in self.reasons().items())
+            lines = [f"Changed since {label}: {len(self.planned)} of {candidates} stack(s) to plan"
+                     + (f": {why}" if why else "") + "."]
+        return lines + [f"Deleted since {label}: stack {name!r} (Pulumi.{name}.yaml): nothing to plan."
+                        for name in self.deleted]
+
 
 def select(root: Path, ref: str, candidates: Iterable[str], *, every_stack: bool,
            read_by_every_plan: Iterable[Path] = ()) -> Selection:

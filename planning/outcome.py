@@ -8,7 +8,7 @@ memory at a time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,14 @@ class StackOutcome:
         if self.error is not None:
             return {"stack": self.stack, "exit_code": self.exit_code, "error": self.error}
         return {**self.summary, "stack": self.stack, "exit_code": self.exit_code}
+
+
+def json_document(outcomes: Sequence[StackOutcome], changed_since: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``amlgpu plan --format json``, one shape for one stack or several: each stack's entry, the worst exit
+    code and, with ``--changed-since``, what it selected (``changed_since``)."""
+    document: dict[str, Any] = {"stacks": [o.to_json() for o in outcomes], "exit_code": worst(
+        o.exit_code for o in outcomes)}
+    return document if changed_since is None else {**document, "changed_since": changed_since}
 
 
 def worst(codes: Iterable[int]) -> int:

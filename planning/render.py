@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azurefacts import resource_types, skus
+from azurefacts.prices import DEFAULT_TABLE, load
 from planning.engine import PlannedResource
 from planning.outcome import StackOutcome, worst
+from policies.cost import CostReport
+
+if TYPE_CHECKING:  # the service imports this module to render its plans
+    from planning.service import Plan
 
 # The input holding each resource's Azure name, where it differs from the logical name.
 _OWN_NAME = {
@@ -132,15 +137,13 @@ def _usd(value: float) -> str:
     return f"{value:,.2f}"
 
 
-def cost_text(cost: Any) -> list[str]:
+def cost_text(cost: CostReport) -> list[str]:
     """What the stack costs at list price: the priced figure, and each cluster the table has no price for."""
-    from azurefacts.prices import DEFAULT_TABLE, load
-
     unpriced = [c for c in cost.clusters if c.node_usd_per_hour is None and c.max_instances]
-    priced = [c for c in cost.clusters if c.node_usd_per_hour is not None]
+    priced = [(c, c.node_usd_per_hour) for c in cost.clusters if c.node_usd_per_hour is not None]
     floor = cost.floor_usd_per_month
     floor_text = f"{_usd(floor)} USD/month idle floor" if isinstance(floor, float) else "idle floor unknown"
-    parts = ", ".join(f"{c.name} {c.max_instances} x {_usd(c.node_usd_per_hour)}" for c in priced)
+    parts = ", ".join(f"{c.name} {c.max_instances} x {_usd(price)}" for c, price in priced)
     if not unpriced:
         return [f"Cost at list price: {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster at max "
                 f"nodes ({parts}), {floor_text} (cost.json)."]
@@ -157,10 +160,10 @@ def cost_text(cost: Any) -> list[str]:
     return lines
 
 
-def plan_tree(result: Any, out: str) -> str:
+def plan_tree(result: Plan, out: str) -> str:
     resources: list[dict[str, Any]] = result.resources
     children: dict[str | None, list[PlannedResource]] = defaultdict(list)
-    for planned in result.plan.resources:
+    for planned in result.engine.resources:
         children[planned.parent_urn].append(planned)
     lines = [f"Plan for stack {result.stack.name} (offline: Pulumi mock engine, nothing sent to Azure)", ""]
 
@@ -217,17 +220,15 @@ def plan_tree(result: Any, out: str) -> str:
     return "\n".join(lines)
 
 
-def stack_report(result: Any, out: str) -> str:
-    """The terminal report of one planned stack (``result``: a :class:`~amlgpu.commands.plan.PlanResult`):
+def stack_report(result: Plan, out: str) -> str:
+    """The terminal report of one planned stack (``result``: a :class:`~planning.service.Plan`):
     what would be created, the policy verdict (mandatory findings with their fix, advisory findings, waivers),
     the cost at list price and, against a base, the change. ``out``: the output folder as shown."""
-    lines = [plan_tree(result, out)]
-    if result.cost is not None:
-        lines += ["", *cost_text(result.cost)]
-        unsold = [f"{c.name} ({c.size} in {c.region})" for c in result.cost.not_listed]
-        if unsold:
-            lines.append(f"Not listed as sold in its region (Microsoft's products-by-region table): "
-                         f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
+    lines = [plan_tree(result, out), "", *cost_text(result.cost)]
+    unsold = [f"{c.name} ({c.size} in {c.region})" for c in result.cost.not_listed]
+    if unsold:
+        lines.append(f"Not listed as sold in its region (Microsoft's products-by-region table): "
+                     f"{', '.join(unsold)}; the cluster may not deploy there (amlgpu preflight asks Azure).")
     if result.diff is not None:
         lines.append(f"Against {result.diff['base']}: {result.diff['verdict']} (diff.json)")
     return "\n".join(lines)

@@ -48,7 +48,7 @@ def planned(project10: Path) -> tuple[int, dict]:
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(output):
         patch.chdir(project10)
         code = main(["plan", "--stack", "bench", "--out", str(project10 / "build"), "--format", "json"])
-    return code, json.loads(output.getvalue())
+    return code, json.loads(output.getvalue())["stacks"][0]
 
 
 def _declared(project: Path) -> list[dict]:

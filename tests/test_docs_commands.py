@@ -155,7 +155,7 @@ FRAMEWORK_LAUNCHERS = {
 
 @pytest.mark.parametrize("page", FRAGMENT_PAGES)
 def test_stack_fragments_plan_without_a_mandatory_failure(page: str, tmp_path: Path) -> None:
-    from amlgpu.commands.plan import plan_stack
+    from planning.service import PlanOptions, plan_stack
     from stack.project import load_stack
 
     config = dev_config()
@@ -168,7 +168,7 @@ def test_stack_fragments_plan_without_a_mandatory_failure(page: str, tmp_path: P
     project = make_project(tmp_path / "project", config)
     (project / "src").mkdir()  # the pages' runs upload `code: src`
     (project / "src" / "train.py").write_text("print('training')\n")
-    result = plan_stack(load_stack("test", project), project / "build")
+    result = plan_stack(load_stack("test", project), PlanOptions(project / "build"))
     mandatory = [f.text for f in result.report.findings if f.enforcement == "mandatory" and not f.waived]
     assert result.report.mandatory_failures == 0, mandatory
     launchers = {run.name: run.launcher for run in result.runs}
@@ -346,14 +346,14 @@ def _prerequisites(command: DocCommand) -> list[DocCommand]:
 
 def _prepare_only(args: Any, project: Path) -> None:
     """``amlgpu run-local`` up to the point where it would start processes: the run, its topology and inputs."""
-    from amlgpu.commands.run_local import _parse_inputs, find_run
+    from amlgpu.local_jobs import find_run, parse_inputs
     from jobs.emulate.prepare import Request, prepare
     from jobs.resolve import resolve_run
     from stack.project import load_stack
 
     stack = load_stack(args.stack, project)
     request = Request(nodes=args.nodes, procs_per_node=args.procs_per_node, timeout_s=args.timeout,
-                      inputs=_parse_inputs(args.input), tf_empty_ps=args.tf_empty_ps)
+                      inputs=parse_inputs(args.input), tf_empty_ps=args.tf_empty_ps)
     workdir = project / "build" / "run-local" / args.job
     composite = next((job for job in stack.config.composites if job.name == args.job), None)
     if composite is not None:  # a pipeline's steps, a sweep's trials: every one prepared

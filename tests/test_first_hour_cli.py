@@ -92,7 +92,7 @@ def test_init_writes_a_commented_stack_that_plans_clean(bare_project: Path,
                                                        {"type": "pytorch", "process_count_per_instance": 8})
 
     assert main(["plan", "--stack", "mine", "--format", "json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out)["stacks"][0]
     assert summary["policy"]["mandatory_failures"] == 0
     assert summary["runs"] == ["ddp-train", "fabric-check-gpu-h100"]
 
@@ -197,7 +197,7 @@ def test_a_failed_gate_prints_each_mandatory_finding_and_counts_agree(
 
     assert main(["plan", "--stack", "test", "--format", "json"]) == 1
     out, err = capsys.readouterr()
-    assert json.loads(out)["resources"] == resources
+    assert json.loads(out)["stacks"][0]["resources"] == resources
     assert failures[1] in err.splitlines()  # stdout is the JSON document; the failure still shows
 
 
@@ -207,7 +207,7 @@ def test_text_and_json_count_the_same_resources(capsys: pytest.CaptureFixture[st
     assert main(["plan", "--stack", "prod", "--out", str(tmp_path / "a")]) == 0
     text = capsys.readouterr().out
     assert main(["plan", "--stack", "prod", "--format", "json", "--out", str(tmp_path / "b")]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out)["stacks"][0]
     assert f"\n{summary['resources']} Azure resources to create ({summary['protected']} protected" in text
     written = json.loads((tmp_path / "b" / "resources.json").read_text())
     assert summary["resources"] + summary["components"] == len(written)

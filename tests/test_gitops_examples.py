@@ -48,7 +48,7 @@ def test_example_stack_plans_offline_without_a_mandatory_failure(
         shutil.copy(MULTI_TEAM / "policy-config.json", project / "policies" / "config.json")
     monkeypatch.chdir(project)
     code = main(["plan", "--stack", stack, "--format", "json"])
-    summary = json.loads(capsys.readouterr().out)
+    summary = json.loads(capsys.readouterr().out)["stacks"][0]
     assert code == 0, (project / "build" / stack / "policy.md").read_text()
     assert summary["policy"]["mandatory_failures"] == 0
     declared = yaml.safe_load(path.read_text())["config"].get(f"{NS}:jobs", [])

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from amlgpu.commands.plan import OUTPUT_LAYOUT
+from planning.service import OUTPUT_LAYOUT
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_reliability_corpus import amlgpu, leftovers, snapshot
 from tests.test_security_interrupts import SLOW_WRITE
@@ -117,6 +117,22 @@ def test_all_plans_every_stack_file_into_its_own_folder_and_json_has_one_entry_e
     for name in ("dev", "failing", "prod"):
         assert (project / "build" / name / "resources.json").is_file()
     assert not (project / "build" / "broken").exists()
+
+
+def test_json_has_the_same_shape_for_one_stack_as_for_several(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = plan(project, capsys, "--stack", "failing", "--out", "build/one", "--format", "json")
+    one = json.loads(out)
+    _, out, _ = plan(project, capsys, "--stack", "failing", "--stack", "dev", "--out", "build/two", "--format", "json")
+    two = json.loads(out)
+    assert code == 1 and one["exit_code"] == 1 and two["exit_code"] == 1
+    assert set(one) == set(two) == {"stacks", "exit_code"}
+    assert [s["stack"] for s in one["stacks"]] == ["failing"]
+    alone, among = one["stacks"][0], two["stacks"][0]
+    assert alone["out"] == "build/one" and among["out"] == "build/two/failing"
+    assert {**alone, "out": None} == {**among, "out": None}
+    assert alone["exit_code"] == 1 and alone["policy"]["mandatory_failures"] > 0
 
 
 def test_the_markdown_document_is_one_comment_with_a_section_per_stack(

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from amlgpu.cli import main
-from amlgpu.commands.plan import plan_stack
 from planning.render import advisory_text
+from planning.service import PlanOptions, plan_stack
 from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.test_policy_baseline import baseline, fingerprint_of
@@ -33,7 +33,7 @@ def test_the_dev_plan_names_every_advisory_finding_and_its_cost(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     project = make_project(tmp_path / "project", dev_config(), stack="dev")
     out = _plan_text(project, "dev", monkeypatch, capsys)
-    result = plan_stack(load_stack("dev", project), project / "build" / "again")
+    result = plan_stack(load_stack("dev", project), PlanOptions(project / "build" / "again"))
     advisory = [f for f in result.report.findings if f.enforcement == "advisory" and not f.waived]
     assert 0 < len(advisory) <= 10
     section = out.split("Advisory findings (reported, not blocking; fixes in build/dev/policy.md):\n", 1)[1]
@@ -52,7 +52,7 @@ def test_the_dev_plan_names_every_advisory_finding_and_its_cost(
 
 def test_advisory_findings_past_the_cap_are_counted_towards_policy_md(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project", dev_config())
-    result = plan_stack(load_stack("test", project), project / "build")
+    result = plan_stack(load_stack("test", project), PlanOptions(project / "build"))
     report = result.report
     lines = advisory_text(report, "Pulumi.test.yaml", result.stack.file.line_of, shown=3)
     assert len(lines) == 1 + 3 + 1

@@ -71,7 +71,7 @@ def _output_unchanged(project: Path, earlier: dict[str, bytes]) -> None:
 def test_a_crash_mid_write_leaves_the_earlier_output(
     project: Path, earlier: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("amlgpu.commands.plan.write_text", _failing_on_call(3, RuntimeError("bug in a writer")))
+    monkeypatch.setattr("planning.service.write_text", _failing_on_call(3, RuntimeError("bug in a writer")))
     monkeypatch.chdir(project)
     with pytest.raises(RuntimeError, match="bug in a writer"):
         main(["plan", "--stack", STACK])
@@ -82,7 +82,7 @@ def test_a_full_disk_mid_write_is_a_clean_error_and_keeps_the_earlier_output(
     project: Path, earlier: dict[str, bytes], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "policy.sarif")
-    monkeypatch.setattr("amlgpu.commands.plan.write_text", _failing_on_call(3, full))
+    monkeypatch.setattr("planning.service.write_text", _failing_on_call(3, full))
     outcome = plan_in_process(project, capsys)
     assert outcome.code == 2
     assert "Traceback" not in outcome.err
@@ -172,7 +172,7 @@ SLOW_WRITER = """
 import sys, time
 from kernel import interrupts
 interrupts.install()
-import amlgpu.commands.plan as plan
+import planning.service as plan
 from planning import artifacts
 
 def write_text(path, text):

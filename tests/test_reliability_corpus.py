@@ -350,7 +350,7 @@ def test_valid_variants_of_the_corpus_base_plan(tmp_path: Path, capsys: pytest.C
     project = make_project(tmp_path / "project", good_config(), stack=STACK)
     outcome = plan_in_process(project, capsys, "--format", "json")
     assert outcome.code == 0, outcome.err
-    assert json.loads(outcome.out)["runs"] == ["ddp", "fabric-check-gpu-a100"]
+    assert json.loads(outcome.out)["stacks"][0]["runs"] == ["ddp", "fabric-check-gpu-a100"]
 
 
 # ------------------------------------------------------------------------------------------------ stack files

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from amlgpu.commands.plan import OUTPUT_LAYOUT
+from planning.service import OUTPUT_LAYOUT
 from tests.conftest import make_project
 from tests.test_reliability_corpus import AMLGPU, STACK, STACK_FILE, good_config, leftovers, snapshot
 
@@ -96,7 +96,7 @@ SLOW_WRITE = """
 import sys, time
 from kernel import interrupts
 interrupts.install()  # what the console script does: `python -c` is not it
-import amlgpu.commands.plan as plan
+import planning.service as plan
 from planning import artifacts
 
 def write_text(path, text):

@@ -23,17 +23,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from amlgpu.commands import plan
+from importer import Context, import_files
+from importer.emit import append_to_stack, render, write_atomically
 from kernel import secrets
 from kernel.errors import EXIT_OK, EXIT_POLICY, UserError
+from kernel.interrupts import cleanup_on_interrupt, terminate_as_interrupt
 from stack import stackfile
+from stack.config import from_stackfile
+from stack.project import find_root, load_stack
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "import",
-        help="turn Azure ML job YAML and SDK v1/v2 scripts into stack entries",
-        description=__doc__,
-    )
+    parser = sub.add_parser("import", description=__doc__)
     parser.add_argument("paths", metavar="PATH", nargs="+", type=Path, help="job files (.yml) and scripts (.py)")
     parser.add_argument("--stack", "-s", help="map to (and with --write, append to) Pulumi.<stack>.yaml")
     parser.add_argument("--compute", metavar="CLUSTER",
@@ -57,11 +59,6 @@ def _remember_secrets(paths: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from importer import Context, import_files
-    from importer.emit import append_to_stack, render, write_atomically
-    from stack.config import from_stackfile
-    from stack.project import find_root, load_stack
-
     if args.write and not args.stack:
         raise UserError("--write appends to a stack file: name it with --stack", key="--write")
     root = find_root()
@@ -89,17 +86,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     assert stack is not None
     text = append_to_stack(stack.file.path, drafts)
-    from kernel.interrupts import cleanup_on_interrupt, terminate_as_interrupt
-
     # Ctrl-C or SIGTERM while the new file is checked removes the temporary copy (write_atomically's except).
     with cleanup_on_interrupt(), terminate_as_interrupt():
         write_atomically(stack.file.path, text, check=lambda written: from_stackfile(stackfile.read(written), root))
     runs = ", ".join(str(d.run["name"]) for d in drafts)
     print(f"Appended {len(drafts)} run(s) to {stack.file.display}: {runs}", file=sys.stderr)
-    from amlgpu.commands import plan
-
-    # `amlgpu plan --stack S` with every default of its own parser.
-    parser = argparse.ArgumentParser(prog="amlgpu")
-    plan.register(parser.add_subparsers())
-    plan_args = parser.parse_args(["plan", "--stack", stack.name])
-    return int(plan_args.func(plan_args))
+    return plan.plan_stacks([stack.name])  # `amlgpu plan --stack S`

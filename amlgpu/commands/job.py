@@ -19,15 +19,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from stack.project import load_stack
+from azure.ai.ml import MLClient
+
+from jobs import remote, workspace
+from jobs.diagnose import INFINIBAND
+from stack.project import LoadedStack, load_stack
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "job",
-        help="a submitted job: show its status, stream its logs, cancel it",
-        description=__doc__,
-    )
+    parser = sub.add_parser("job", description=__doc__)
     actions = parser.add_actions()
     for action, aliases, text in (
         ("show", [], "the job's status and studio link"),
@@ -43,8 +43,6 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace, *, credential: Any = None, **client_options: Any) -> int:
     """``credential`` and ``client_options`` (``transport``): what the client is built with (tests)."""
-    from jobs import remote, workspace
-
     stack = load_stack(args.stack)
     outputs = workspace.stack_outputs(stack.name, stack.root, args.plan_dir)
     where = workspace.require_subscription(workspace.workspace_of(outputs))
@@ -56,11 +54,8 @@ def run(args: argparse.Namespace, *, credential: Any = None, **client_options: A
     return remote.follow(client, args.name, workspace=where, facts=_facts(stack, client, args.name, where))
 
 
-def _facts(stack: Any, client: Any, name: str, where: Any) -> frozenset[str]:
+def _facts(stack: LoadedStack, client: MLClient, name: str, where: workspace.WorkspaceRef) -> frozenset[str]:
     """What the diagnosis needs of the job's cluster, when the stack declares the cluster it runs on."""
-    from jobs import remote
-    from jobs.diagnose import INFINIBAND
-
     with remote.azure_errors(where, doing=f"reading job {name}"):
         compute = str(client.jobs.get(name).compute or "").rsplit("/", 1)[-1]
     declared = {cluster.name: cluster for cluster in stack.config.clusters}

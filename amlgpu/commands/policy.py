@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from kernel.errors import EXIT_OK, EXIT_POLICY, UserError
+from policies.catalogue import RULES
+from policies.docs import DOCS_PATH, render
+from policies.packconfig import load, resolve
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("policy", help="list the policy rules, or generate their docs page",
-                            description=__doc__)
+    parser = sub.add_parser("policy", description=__doc__)
     actions = parser.add_actions()
 
     listing = actions.add_parser("list", help="list every rule")
@@ -37,9 +39,6 @@ def register(sub: Any) -> None:
 
 
 def _rows(config: dict[str, Any] | None) -> list[dict[str, Any]]:
-    from policies.catalogue import RULES
-    from policies.packconfig import resolve
-
     settings = resolve(config)
     return [
         {
@@ -83,8 +82,6 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def list_rules(args: argparse.Namespace) -> int:
-    from policies.packconfig import load
-
     config = load(args.config) if args.config else None
     rows = _rows(config)
     if args.format == "json":
@@ -100,8 +97,6 @@ def list_rules(args: argparse.Namespace) -> int:
 
 
 def write_docs(args: argparse.Namespace) -> int:
-    from policies.docs import DOCS_PATH, render
-
     text = render()
     if args.out == "-":
         sys.stdout.write(text)

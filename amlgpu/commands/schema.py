@@ -18,15 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from amlgpu.config_docs import DOCS_PATH, reference_markdown
 from kernel.errors import EXIT_OK, EXIT_POLICY, UserError
+from planning.artifacts import canonical_json, write_text
+from stack.jsonschema import SCHEMA_PATH, stack_schema
+from stack.project import find_root
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "schema",
-        help="print the stack file's JSON Schema (for editors), or check/write the committed copy",
-        description=__doc__,
-    )
+    parser = sub.add_parser("schema", description=__doc__)
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--reference", action="store_true", help="print the config reference (Markdown) instead")
     what.add_argument("--write", action="store_true", help="write schema/stack.schema.json and docs/config.md")
@@ -37,18 +37,10 @@ def register(sub: Any) -> None:
 def generated_files() -> dict[str, str]:
     """Each committed file (path relative to the project root) and the text it must have: the schema
     first, then the reference."""
-    from amlgpu.config_docs import DOCS_PATH, reference_markdown
-    from planning.artifacts import canonical_json
-    from stack.jsonschema import SCHEMA_PATH, stack_schema
-
     return {SCHEMA_PATH: canonical_json(stack_schema()), DOCS_PATH: reference_markdown()}
 
 
 def run(args: argparse.Namespace) -> int:
-    # The stack model is imported only when the command runs, so `amlgpu --help` stays fast.
-    from planning.artifacts import write_text
-    from stack.project import find_root
-
     files = generated_files()
     if not (args.write or args.check):
         schema_text, reference_text = files.values()

@@ -28,16 +28,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jobs import components, remote, submit, workspace
 from kernel.errors import EXIT_POLICY, EXIT_USAGE
+from kernel.interrupts import cleanup_on_interrupt
+from planning import service
+from planning.render import findings_text
 from stack.project import LoadedStack, load_stack
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "submit",
-        help="submit a declared run to the stack's Azure ML workspace and follow it to the end",
-        description=__doc__,
-    )
+    parser = sub.add_parser("submit", description=__doc__)
     parser.add_argument("job", metavar="JOB", help="the run's (pipeline's, sweep's) name in aml-gpu-training:jobs")
     parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
     parser.add_argument("--dry-run", action="store_true", help="print the workspace and the job file; send nothing")
@@ -52,27 +52,12 @@ def gate(stack: LoadedStack, job: str, plan_dir: Path, policy_config: Path | Non
     """The open mandatory findings of the run (of a pipeline or sweep and its steps), evaluated now as
     ``amlgpu plan`` evaluates the stack, as the lines ``amlgpu plan`` prints them; empty when the gate lets
     the run through."""
-    from dataclasses import replace
-
-    from amlgpu.commands.plan import plan_stack
-    from planning.render import findings_text
-    from policies.packconfig import for_stack
-    from policies.stack import Owner
-
-    result = plan_stack(stack, plan_dir, pack_config=for_stack(stack.root, stack.name, policy_config))
-    # The run's own findings; for a pipeline or sweep, its own and every step's (named <job>/<step>).
-    mine = {Owner("run", job), Owner("pipeline", job), Owner("sweep", job)}
-    steps = f"{job}/"
-    report = replace(result.report, findings=tuple(
-        f for f in result.report.findings
-        if f.owner in mine or (f.owner.kind == "run" and f.owner.name.startswith(steps))))
-    return findings_text(report, stack.file.display, stack.file.line_of)[:-1]
+    plan = service.plan_stack(stack, service.PlanOptions(plan_dir, service.pack_config(stack, policy_config)))
+    return findings_text(service.job_report(plan, job), stack.file.display, stack.file.line_of)[:-1]
 
 
 def run(args: argparse.Namespace, *, credential: Any = None, **client_options: Any) -> int:
     """``credential`` and ``client_options`` (``transport``): what the client is built with (tests)."""
-    from jobs import submit, workspace
-
     stack = load_stack(args.stack)
     plan_dir = args.plan_dir or stack.root / "build" / stack.name
     if args.dry_run:
@@ -93,9 +78,6 @@ def run(args: argparse.Namespace, *, credential: Any = None, **client_options: A
     job = submit.job_file(submission, root=stack.root, plan_dir=plan_dir)
     if args.dry_run:
         return submit.dry_run(submission, job, root=stack.root)
-    from jobs import components, remote
-    from kernel.interrupts import cleanup_on_interrupt
-
     with cleanup_on_interrupt():  # a Ctrl-C during the upload still removes the copy of the code folder
         client = remote.ml_client(submission.workspace, credential=credential, **client_options)
         clients = components.client_factory(client, **client_options)
