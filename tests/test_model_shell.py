@@ -1,4 +1,4 @@
-"""analysis/shell.py: a bash reader/evaluator on tree-sitter-bash, checked construct by construct.
+"""analysis/shell/: a bash reader/evaluator on tree-sitter-bash, checked construct by construct.
 
 Each expectation is what bash itself does with the text (they were checked by running bash 5 on
 them); the tests compare the evaluator's view of it: words, the environment each command receives,
