@@ -226,6 +226,9 @@ class Shell(Commands):
         return result
 
     def for_statement(self, node: tree_sitter.Node, stdin: str | None) -> Result:
+        return self.bounded(node, lambda: self._for(node, stdin), sets=True)
+
+    def _for(self, node: tree_sitter.Node, stdin: str | None) -> Result:
         keyword = node.children[0].type if node.children else "for"
         variable = node.child_by_field_name("variable")
         body = node.child_by_field_name("body")
@@ -262,6 +265,11 @@ class Shell(Commands):
         return self.region(once)
 
     def loop(self, node: tree_sitter.Node, stdin: str | None) -> Result:
+        return self.bounded(node, lambda: self._loop(node, stdin), sets=True)
+
+    def _loop(self, node: tree_sitter.Node, stdin: str | None) -> Result:
+        """``while``/``until`` (the body once: certain when the condition is true, maybe when not known),
+        ``for ((..))`` (the body once, maybe)."""
         body = node.child_by_field_name("body")
         until = bool(node.children) and node.children[0].type == "until"
         conditions = [c for c in node.children_by_field_name("condition") if c.is_named]
@@ -388,12 +396,12 @@ class Shell(Commands):
             if body is None:
                 self.unknown("shell input", f"| {raw}", where)
                 return Result("likely", None)
+        self.tick(len(environ))  # before the frame: a bound met here leaves no frame behind
         frame = self.push("child")
         frame.vars = dict(environ.items())
         frame.cwd = self.commands[-1].cwd if self.commands else frame.cwd
         frame.zero = args[0].value if args else argv[0].value
         frame.positional = tuple(w.value for w in args[1:])
-        self.tick(len(frame.vars))
         text = body
         try:
             self.scoped(lambda: self.run_text(text, first_line=first_line, within=(*self.text.within, label)),
@@ -502,4 +510,4 @@ def evaluate(
         shell.unknowns.append(Unknown("too deep", "nested too deep to follow", Where(first_line)))
     budget.steps = max(0, budget.steps - shell.steps)
     return Script(tuple(shell.commands), tuple(shell.assignments), tuple(shell.unknowns), tuple(shell.writes),
-                  Environ(shell.frame.vars), shell.frame.cwd, complete)
+                  Environ(shell.frame.vars), shell.frame.cwd, complete and not shell.partial)

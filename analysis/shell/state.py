@@ -35,6 +35,7 @@ from analysis.shell.api import (
     Word,
 )
 from analysis.shell.integers import bash_integer
+from analysis.shell.scan import names_set
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 # The two byte scanners below stay on Python's re: each runs over the whole text before it is parsed; both are
@@ -167,6 +168,12 @@ class State:
         self.deadline = budget.deadline
         self.limit = budget.steps
         self.steps = 0
+        self.ceiling = self.limit
+        """The step count the construct being evaluated must stay within (:meth:`bounded`)."""
+        self.partial = False
+        """A bound stopped the evaluation inside a construct (the rest was evaluated)."""
+        self.abandoned: dict[tuple[int, int, int], tuple[Unknown, bytes]] = {}
+        """The constructs stopped at a bound (text, start, end) and the :class:`Unknown` naming each."""
         self.depth = 0
         self.nesting = 0
         self.maybe = False
@@ -187,10 +194,65 @@ class State:
 
     def tick(self, n: int = 1) -> None:
         self.steps += n
-        if self.steps > self.limit:
+        if self.steps > self.ceiling:
             raise Stop("too large", f"more than {self.limit:,} evaluation steps")
         if self.steps & 1023 == 0 and time.monotonic() > self.deadline:
             raise Stop("timeout", f"more than {MAX_SECONDS:g} s to evaluate")
+
+    def bounded(self, node: tree_sitter.Node, run: Callable[[], Result], *, sets: bool) -> Result:
+        """Run a construct (a loop, a command substitution) on at most 7/8 of the steps left to what holds it.
+        Past that, or past a nesting bound inside it, exploring stops inside it, never after it: the variables
+        it can be seen to set (``sets``: it runs in this shell) may now hold unknown values, an :class:`Unknown`
+        names it, and the evaluation goes on with what follows. A timeout, or the steps of what holds it
+        spent too, still stops everything above."""
+        start, outer = self.steps, self.ceiling
+        own = self.ceiling = start + (outer - start) * 7 // 8  # an eighth kept for what follows it
+        saved = (self.frame, self.depth, self.nesting, self.text, self.maybe)
+        try:
+            return run()
+        except Stop as stop:
+            if stop.kind == "timeout" or self.steps > outer:
+                raise
+            self.frame, self.depth, self.nesting, self.text, self.maybe = saved
+            self.ceiling = outer
+            self.partial = True
+            self.stopped_inside(node, "too many evaluation steps" if stop.kind == "too large" and self.steps > own
+                                else stop.message, stop.kind)
+            if sets:
+                self.forget(names_set(node, self.text.src), self.where(node))
+            return Result("unknown", None)
+        finally:
+            self.ceiling = outer
+
+    def stopped_inside(self, node: tree_sitter.Node, why: str, kind: UnknownKind) -> None:
+        """Say that a bound stopped the evaluation inside ``node``, once per construct: the outermost one
+        stopped stands for those inside it (the messages name no step counts, which vary with the seeds)."""
+        text = self.text.original
+        key = (id(text), node.start_byte, node.end_byte)
+        if key in self.abandoned:
+            return
+        inside = [k for k in self.abandoned if k[0] == key[0] and key[1] <= k[1] and k[2] <= key[2]]
+        for k in inside:
+            unknown, _ = self.abandoned.pop(k)
+            self.unknowns.remove(unknown)
+        unknown = Unknown(kind, short(f"{short(self.raw(node), 64)} (stopped inside it: {why})"), self.where(node))
+        self.unknowns.append(unknown)
+        self.abandoned[key] = (unknown, text)  # the text held: its id stays its own
+
+    def forget(self, names: Mapping[str, bool], where: Where) -> None:
+        """``names`` (name -> may be exported) may hold any value now: each keeps its binding as one
+        alternative, an unknown value the other. The steps are counted without stopping here: the next
+        step of what holds the construct stops if they were too many."""
+        for name, exported in names.items():
+            name = self.resolve(name)
+            old = self.binding(name)
+            if old and any(v is not None and "r" in v.attributes for v in old):
+                continue  # readonly: nothing can change it
+            export = exported or self.frame.allexport or name in self.marked or any(
+                v is not None and v.exported for v in old or ())
+            unknown = Variable(name, None, self.label, where, exported=export, maybe=True)
+            self.set_binding(name, merge_binding((unknown,), old) if old else (unknown,))
+        self.steps += 1 + len(names)
 
     # ---- positions ----------------------------------------------------------------------------------
 

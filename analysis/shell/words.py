@@ -242,10 +242,10 @@ class Words(State, abc.ABC):
 
     def command_substitution(self, node: tree_sitter.Node, quoted: bool) -> Seg:
         raw = self.raw(node)
-        body = [c for c in node.named_children if c.type != "comment"]
         frame = self.push("subshell")
-        try:
-            result = self.scoped(lambda: self.sequence(body, None), "exit", "return")
+        try:  # its output is every statement's output (block), each of which may be unknown
+            result = self.bounded(node, lambda: self.scoped(lambda: self.block(node, None), "exit", "return"),
+                                  sets=False)
         finally:
             self.pop(frame, merge="discard")
         output = result.output
