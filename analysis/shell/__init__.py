@@ -6,7 +6,8 @@ environment and directory; every assignment; the files written; what could not b
 The package's layers, bottom to top: :mod:`~analysis.shell.api` (these records and the bounds),
 :mod:`~analysis.shell.state`, :mod:`~analysis.shell.words`, :mod:`~analysis.shell.expansions`,
 :mod:`~analysis.shell.arithmetic`, :mod:`~analysis.shell.conditions`, :mod:`~analysis.shell.declarations`,
-:mod:`~analysis.shell.builtin`, :mod:`~analysis.shell.commands`, :mod:`~analysis.shell.interpreter`. What is
+:mod:`~analysis.shell.builtin`, :mod:`~analysis.shell.commands`, :mod:`~analysis.shell.interpreter` (helpers:
+:mod:`~analysis.shell.integers`, :mod:`~analysis.shell.patterns`, :mod:`~analysis.shell.scan`). What is
 evaluated, how far, and why: docs/security.md, "The shell evaluator".
 """
 
