@@ -18,9 +18,11 @@ On top of it :func:`evaluate` follows the last stage of the build:
 * ``WORKDIR``, ``USER``, ``SHELL``, ``FROM`` (a stage built ``FROM`` an earlier stage inherits its ``ENV``
   and files).
 
-Bounded: at most :data:`MAX_BYTES` of Dockerfile, :data:`MAX_INSTRUCTIONS` instructions, and one
-:class:`analysis.shell.Budget` shared by all its ``RUN`` bodies. What cannot be followed is an
-:class:`analysis.shell.Unknown`.
+Bounded: at most :data:`MAX_BYTES` of Dockerfile, :data:`MAX_INSTRUCTIONS` instructions, values of at most
+:data:`analysis.shell.MAX_VALUE` characters (``ENV A=$A$A`` doubling), :data:`MAX_TOTAL` characters of values
+in all, ``${...}`` nested :data:`analysis.shell.MAX_DEPTH` deep, and one :class:`analysis.shell.Budget`
+shared by all its ``RUN`` bodies. What cannot be followed, or is past a bound, is an
+:class:`analysis.shell.Unknown` (its value unknown), never an exception.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import glob
 import itertools
 import posixpath
 import shlex
+from collections import ChainMap
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,7 +40,7 @@ from typing import Any
 import dockerfile as buildkit
 
 from analysis import shell
-from analysis.shell import Unknown, Variable, Where
+from analysis.shell import Unknown, UnknownKind, Variable, Where
 from kernel import regex as linear
 
 MAX_BYTES = 1 << 20
@@ -47,6 +50,9 @@ MAX_FILE = 1 << 16
 """The most read of one build-context file (64 KiB): configuration files are small."""
 MAX_GLOB = 256
 """Build-context files one ``COPY`` source pattern may match before it is unknown."""
+MAX_TOTAL = 1 << 23
+"""Characters of values (``ENV``, ``ARG``, ``WORKDIR``, here-documents...) one Dockerfile may produce in all (8 MiB);
+past it, each further value is unknown."""
 
 _DIRECTIVE = linear.compile(rf"#[{linear.SPACE}]*([A-Za-z][A-Za-z0-9_-]*)[{linear.SPACE}]*=[{linear.SPACE}]*"
                             rf"([^{linear.SPACE}]*)[{linear.SPACE}]*")
@@ -172,6 +178,7 @@ def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] 
     wanted = frozenset(posixpath.normpath(p) for p in wanted)
     parsed = parse(text)
     budget = shell.Budget()
+    tally = _Tally()
     stages: list[_Stage] = []
     global_args: dict[str, Variable] = {}
     stage: _Stage | None = None
@@ -193,7 +200,7 @@ def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] 
                     value = build_args[name]
                 elif eq:
                     value = _word(default, _scope(stage, global_args), parsed.escape, where, problems
-                                  if stage is None else stage.unknowns, f"ARG {declared}")
+                                  if stage is None else stage.unknowns, f"ARG {declared}", tally=tally)
                 elif stage is not None and name in global_args:
                     value = global_args[name].value
                 else:
@@ -203,18 +210,19 @@ def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] 
         if stage is None:
             continue
         if ins.cmd == "ENV":
-            scope = _scope(stage, global_args)  # substitutions see the values from before this instruction
+            scope = _scope(stage, global_args)
             pairs = list(zip(ins.value[0::2], ins.value[1::2], strict=False))
-            for name, raw in pairs:
-                value = _word(raw, scope, parsed.escape, where, stage.unknowns, f"ENV {name}={raw}")
+            values = [_word(raw, scope, parsed.escape, where, stage.unknowns, f"ENV {name}={raw}", tally=tally)
+                      for name, raw in pairs]  # all before any is set: they see the values from before it
+            for (name, _raw), value in zip(pairs, values, strict=True):
                 stage.env[name] = Variable(name, value, "Dockerfile ENV", where)
         elif ins.cmd == "WORKDIR" and ins.value:
             workdir = _word(ins.value[0], _scope(stage, global_args), parsed.escape, where, stage.unknowns,
-                            ins.original)
+                            ins.original, tally=tally)
             stage.workdir = shell.join_path(stage.workdir, workdir)
         elif ins.cmd == "USER" and ins.value:
             stage.user = _word(ins.value[0], _scope(stage, global_args), parsed.escape, where, stage.unknowns,
-                               ins.original)
+                               ins.original, tally=tally)
             if stage.user is not None and stage.user.split(":")[0] in ("root", "0"):
                 stage.user = None
         elif ins.cmd == "SHELL" and ins.json:
@@ -222,7 +230,7 @@ def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] 
         elif ins.cmd == "RUN":
             _run(ins, stage, global_args, budget)
         elif ins.cmd in ("COPY", "ADD"):
-            _copy(ins, stage, stages, global_args, parsed.escape, context, wanted)
+            _copy(ins, stage, stages, global_args, parsed.escape, context, wanted, tally)
     last = stages[-1] if stages else _Stage()
     home = _home(last)
     return Image(tuple(last.env[n] for n in sorted(last.env)), tuple(last.files), tuple(last.runs),
@@ -240,10 +248,12 @@ def _from(ins: Instruction, stages: list[_Stage], global_args: dict[str, Variabl
                   shell=base.shell, name=name)
 
 
-def _scope(stage: _Stage | None, global_args: dict[str, Variable]) -> dict[str, Variable]:
+def _scope(stage: _Stage | None, global_args: dict[str, Variable]) -> Mapping[str, Variable]:
+    """The names an instruction's words see (``ENV`` before ``ARG``): a view, not a copy (a copy per instruction
+    was quadratic in a Dockerfile of thousands of names)."""
     if stage is None:
-        return dict(global_args)
-    return {**stage.args, **stage.env}
+        return global_args
+    return ChainMap(stage.env, stage.args)
 
 
 def _home(stage: _Stage) -> str | None:
@@ -280,9 +290,10 @@ def _run(ins: Instruction, stage: _Stage, global_args: dict[str, Variable], budg
 
 def _shell(text: str, stage: _Stage, global_args: dict[str, Variable], budget: shell.Budget, line: int,
            label: str) -> None:
-    seed = dict(_scope(stage, global_args))
+    spent = budget.steps <= 0  # the shell stops at its start: no seed to copy (one per RUN was quadratic)
+    seed = {} if spent else {**stage.args, **stage.env}
     home = _home(stage)
-    if "HOME" not in seed and home is not None:
+    if not spent and "HOME" not in seed and home is not None:
         seed["HOME"] = Variable("HOME", home, "Docker (the user's home)")
     script = shell.evaluate(text, environment=list(seed.values()), label=label, cwd=stage.workdir,
                             first_line=line, budget=budget)
@@ -303,10 +314,10 @@ def _shell(text: str, stage: _Stage, global_args: dict[str, Variable], budget: s
 
 
 def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: dict[str, Variable], escape: str,
-          context: Path | None, wanted: frozenset[str]) -> None:
+          context: Path | None, wanted: frozenset[str], tally: _Tally) -> None:
     where = Where(ins.line)
     scope = _scope(stage, global_args)
-    values = [_word(v, scope, escape, where, stage.unknowns, ins.original) for v in ins.value]
+    values = [_word(v, scope, escape, where, stage.unknowns, ins.original, tally=tally) for v in ins.value]
     if len(values) < 2:
         return
     dest = values[-1]
@@ -325,7 +336,8 @@ def _copy(ins: Instruction, stage: _Stage, stages: list[_Stage], global_args: di
             quoted = delimiter[:1] in ("'", '"')
             content = heredocs.get(delimiter.strip("'\""))
             if content is not None and not quoted:
-                content = _word(content, scope, escape, where, stage.unknowns, ins.original, heredoc=True)
+                content = _word(content, scope, escape, where, stage.unknowns, ins.original, heredoc=True,
+                                tally=tally)
             target = posixpath.join(dest_path, delimiter.strip("'\"")) if dest_dir else dest_path
             stage.files.append(ImageFile(target, content, f"{ins.cmd} <<{delimiter} at line {ins.line}"))
             continue
@@ -393,14 +405,48 @@ def _without_heredocs(command: str) -> str:
     return _HEREDOC_MARKER.sub(" ", command).strip()
 
 
+class _Bound(Exception):
+    """A word past a bound: its value is unknown."""
+
+    def __init__(self, kind: UnknownKind, why: str) -> None:
+        super().__init__(why)
+        self.kind: UnknownKind = kind
+        self.why = why
+
+
+@dataclass
+class _Tally:
+    """The characters of values one Dockerfile has produced (:data:`MAX_TOTAL`)."""
+
+    chars: int = 0
+    passed: bool = False
+    """An Unknown already said so: each later value is unknown without one more."""
+
+
 def _word(text: str, scope: Mapping[str, Variable], escape: str, where: Where, unknowns: list[Unknown],
-          construct: str, *, heredoc: bool = False) -> str | None:
+          construct: str, *, heredoc: bool = False, tally: _Tally | None = None) -> str | None:
     """BuildKit's word processing: quotes (not in a here-document), the escape character and ``$``
-    substitutions; None (and an Unknown) when a name it uses is not known."""
+    substitutions; None (and an Unknown) when a name it uses is not known, or a bound is met: a value longer
+    than :data:`analysis.shell.MAX_VALUE`, ``${`` nested deeper than :data:`analysis.shell.MAX_DEPTH`, the
+    Dockerfile's values past :data:`MAX_TOTAL` characters in all (``tally``)."""
     lexer = _Lexer(text, scope, escape, heredoc=heredoc)
-    value = lexer.word()
+    try:
+        if tally is not None and tally.chars > MAX_TOTAL:
+            if tally.passed:
+                return None
+            tally.passed = True
+            raise _Bound("too large", f"the Dockerfile's values pass {MAX_TOTAL:,} characters: this and every "
+                                      "later one unknown")
+        value = lexer.word()
+    except _Bound as bound:
+        one_line = " ".join(construct.split())
+        shown = one_line if len(one_line) <= 64 else one_line[:61] + "..."
+        unknowns.append(Unknown(bound.kind, f"{shown} ({bound.why})", where, None))
+        return None
     if value is None:
         unknowns.append(Unknown("variable", construct, where, None))
+    elif tally is not None:
+        tally.chars += len(value)
     return value
 
 
@@ -414,6 +460,7 @@ class _Lexer:
         self.escape = escape
         self.heredoc = heredoc
         self.unknown = False
+        self.depth = 0
 
     def peek(self) -> str:
         return self.text[self.i] if self.i < len(self.text) else ""
@@ -424,7 +471,7 @@ class _Lexer:
         return c
 
     def word(self, stop: str = "") -> str | None:
-        out: list[str] = []
+        out = _Pieces()
         while self.i < len(self.text):
             c = self.peek()
             if stop and c in stop:
@@ -433,37 +480,46 @@ class _Lexer:
                 self.next()
                 end = self.text.find("'", self.i)
                 end = len(self.text) if end < 0 else end
-                out.append(self.text[self.i:end])
+                out.add(self.text[self.i:end])
                 self.i = end + 1
             elif c == '"' and not self.heredoc:
                 self.next()
-                out.append(self.double_quoted())
+                out.add(self.double_quoted())
             elif c == "$":
-                out.append(self.dollar())
+                out.add(self.dollar())
             elif c == self.escape and not self.heredoc:
                 self.next()
                 if self.i < len(self.text):
-                    out.append(self.next())
+                    out.add(self.next())
             else:
-                out.append(self.next())
-        return None if self.unknown else "".join(out)
+                out.add(self.next())
+        return None if self.unknown else out.text()
 
     def double_quoted(self) -> str:
-        out: list[str] = []
+        out = _Pieces()
         while self.i < len(self.text):
             c = self.next()
             if c == '"':
                 break
             if c == "$":
                 self.i -= 1
-                out.append(self.dollar())
+                out.add(self.dollar())
             elif c == self.escape and self.peek() in ('"', "$", self.escape):
-                out.append(self.next())
+                out.add(self.next())
             else:
-                out.append(c)
-        return "".join(out)
+                out.add(c)
+        return out.text()
 
     def dollar(self) -> str:
+        self.depth += 1
+        try:
+            if self.depth > shell.MAX_DEPTH:
+                raise _Bound("too deep", f"${{...}} nested more than {shell.MAX_DEPTH} deep")
+            return self._dollar()
+        finally:
+            self.depth -= 1
+
+    def _dollar(self) -> str:
         self.next()  # $
         c = self.peek()
         if c == "{":
@@ -523,3 +579,21 @@ class _Lexer:
             self.unknown = True
             return ""
         return variable.value
+
+
+class _Pieces:
+    """A word's pieces, their length bounded as they come: a value longer than :data:`analysis.shell.MAX_VALUE`
+    is never built (47 doubling ``ENV`` lines reached 4.3 GB)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.size = 0
+
+    def add(self, piece: str) -> None:
+        self.size += len(piece)
+        if self.size > shell.MAX_VALUE:
+            raise _Bound("too large", f"a value longer than {shell.MAX_VALUE:,} characters")
+        self.pieces.append(piece)
+
+    def text(self) -> str:
+        return "".join(self.pieces)

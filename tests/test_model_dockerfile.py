@@ -128,3 +128,60 @@ def test_run_bodies_share_one_budget() -> None:
     image = evaluate("FROM x\n" + f"RUN {loop}\n" * 400)
     assert any(u.kind in ("too large", "timeout") for u in image.unknowns)
     assert len(image.runs) == 400
+
+
+def _peak(text: str) -> tuple[dockerfile.Image, int]:
+    """The image, and the most memory evaluating it held (bytes)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        image = evaluate(text)
+        return image, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_value_doubling_without_end_becomes_unknown_not_a_memory_error() -> None:
+    """Issue 36: 47 doubling ``ENV`` lines reached 4.3 GB and a MemoryError. A value longer than the shell
+    evaluator's bound is never built: it is unknown, said once, and what follows is read as usual."""
+    image, peak = _peak(BASE + "ENV A=x\n" + "ENV A=$A$A\n" * 47 + "ENV NCCL_IB_DISABLE=1\n")
+    env = {v.name: v.value for v in image.env}
+    assert env["A"] is None and env["NCCL_IB_DISABLE"] == "1"
+    (too_long,) = [u for u in image.unknowns if u.kind == "too large"]
+    assert too_long.where.line == 2 + 17 and "(a value longer than 65,536 characters)" in str(too_long)
+    assert peak < 8 << 20
+
+
+def test_expansions_nested_thousands_deep_are_unknown_not_a_recursion_error() -> None:
+    """Issue 36: 3,000 nested ``${U:-...}`` raised RecursionError; past the shell's nesting bound it is unknown."""
+    for value in ("${U:-" * 3000 + "x" + "}" * 3000, '"' + "${U:-" * 3000 + "x" + "}" * 3000 + '"'):
+        image, peak = _peak(BASE + f"ENV U=1\nENV A={value}\nENV NCCL_IB_DISABLE=1\n")
+        env = {v.name: v.value for v in image.env}
+        assert env["A"] is None and env["NCCL_IB_DISABLE"] == "1"
+        assert [(u.kind, u.where.line) for u in image.unknowns] == [("too deep", 3)]
+        assert "(${...} nested more than 48 deep)" in str(image.unknowns[0]) and len(str(image.unknowns[0])) < 150
+        assert peak < 8 << 20
+    assert _env(BASE + "ENV U=1\nENV A=" + "${U:-" * 40 + "x" + "}" * 40 + "\n")["A"] == "1"  # within the bound
+
+
+def test_the_values_of_a_dockerfile_are_bounded_in_all() -> None:
+    """Values under the bound each, but many: past 8 MiB in all, each further value is unknown, said once."""
+    lines = "".join("ENV " + " ".join(f"C{k}_{i}=$A" for i in range(200)) + "\n" for k in range(100))
+    image, peak = _peak(BASE + "ENV A=" + "y" * 60_000 + "\n" + lines + "ENV NCCL_IB_DISABLE=1\n")
+    env = {v.name: v.value for v in image.env}
+    assert env["C0_0"] == "y" * 60_000 and env["C99_199"] is None and env["NCCL_IB_DISABLE"] is None
+    assert [u.kind for u in image.unknowns] == ["too large"] and "8,388,608 characters" in str(image.unknowns[0])
+    assert peak < 32 << 20
+
+
+def test_a_dockerfile_of_thousands_of_names_is_read_in_linear_time() -> None:
+    """Each instruction's words used to see a copy of every name set so far: quadratic in a 1 MiB Dockerfile."""
+    import time
+
+    text = BASE + "".join("ENV " + " ".join(f"V{i}_{j}=1" for j in range(12)) + "\n" for i in range(8_000))
+    start = time.perf_counter()
+    image = evaluate(text + "ENV A=$V7999_11 B=x C=$B\n")
+    assert time.perf_counter() - start < 10
+    env = {v.name: v.value for v in image.env}
+    assert (env["A"], env["C"]) == ("1", None)  # the pairs of one ENV see the values from before it

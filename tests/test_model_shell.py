@@ -1,4 +1,4 @@
-"""analysis/shell.py: a bash reader/evaluator on tree-sitter-bash, checked construct by construct.
+"""analysis/shell/: a bash reader/evaluator on tree-sitter-bash, checked construct by construct.
 
 Each expectation is what bash itself does with the text (they were checked by running bash 5 on
 them); the tests compare the evaluator's view of it: words, the environment each command receives,
@@ -289,3 +289,60 @@ def test_thousands_of_unclosed_expansions_are_too_deep_before_parsing(opener: st
     script = evaluate("python train.py " + opener * 20_000)
     assert not script.complete and [u.kind for u in script.unknowns] == ["too deep"]
     assert evaluate('echo "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"').complete
+
+
+LOOPS = "for a in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do " * 4 + "echo $a; " + "done; " * 4
+"""About 330 bytes of nested loops: 65,536 runs of the inner body, more than the whole step bound."""
+
+
+@pytest.mark.parametrize(
+    "construct",
+    [
+        LOOPS,
+        f"X=$({LOOPS}); ",  # a command substitution that meets the bound
+        f"while true; do {LOOPS}done; ",
+        f"until false; do {LOOPS}done; ",
+        f"if [ -n \"$Y\" ]; then {LOOPS}fi; ",
+        f"f() {{ {LOOPS}}}; f; ",
+    ],
+    ids=["for", "substitution", "while", "until", "branch", "function"],
+)
+def test_a_bound_met_inside_a_construct_stops_it_not_the_rest_of_the_script(construct: str) -> None:
+    """Issue 36: a loop that spends the step bound is left where it is; the static text after it is evaluated."""
+    script = evaluate(construct + "export NCCL_IB_DISABLE=1; python train.py")
+    assert _env(script, "python")["NCCL_IB_DISABLE"] == ["1"]
+    assert not script.complete
+    stopped = [u for u in script.unknowns if u.kind == "too large"]
+    assert stopped and all(u.names is None and u.where.line == 1 for u in stopped)
+    assert any(str(u).startswith("cannot tell: `for a in 1 2 3") and "evaluation steps)" in str(u) for u in stopped)
+
+
+def test_what_a_stopped_loop_may_set_is_unknown_after_it() -> None:
+    """Each variable the stopped loop can be seen to set may hold anything after it: an unknown value is one
+    alternative, what it held the other; what the loop does not set keeps its value."""
+    body = 'if [ "$a" = 16 ]; then NCCL_IB_DISABLE=1; fi; read R; '
+    script = evaluate("export NCCL_IB_DISABLE=0 K=0\n" + LOOPS.replace("echo $a; ", body) + "\npython train.py")
+    env = _env(script, "python")
+    assert env["NCCL_IB_DISABLE"][0] is None and env["NCCL_IB_DISABLE"][1] in ("0", "1")
+    assert env["K"] == ["0"]
+    (python,) = (c for c in script.commands if c.program == "python")
+    assert all(v is not None and v.maybe for v in python.environ["NCCL_IB_DISABLE"])
+    assert script.variables.value("a") is None and script.variables.value("R") is None
+
+
+def test_a_substitution_stopped_at_the_bound_is_an_unknown_value() -> None:
+    script = evaluate(f"export NCCL_IB_DISABLE=$({LOOPS}echo 1); python train.py")
+    assert _env(script, "python")["NCCL_IB_DISABLE"] == [None]
+
+
+def test_straight_text_past_the_bound_still_stops_the_evaluation() -> None:
+    """Only a construct has something after it to go on with: text that spends the bound by itself stops there."""
+    script = evaluate("export A=1; echo $A\n" * 40_000 + "export NCCL_IB_DISABLE=1; python train.py")
+    assert not any(c.program == "python" for c in script.commands)
+    assert [u.construct for u in script.unknowns if u.kind == "too large"] == ["more than 50,000 evaluation steps"]
+
+
+def test_a_command_substitution_gives_every_statement_s_output() -> None:
+    """``$(a; b)`` is what both print (it was the last one's alone): a loop stopped inside it makes it unknown."""
+    assert evaluate('X="$(echo a; printf b)"').variables.value("X") == "a\nb"
+    assert evaluate(f'X="$({LOOPS}echo 1)"').variables.value("X") is None

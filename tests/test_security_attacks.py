@@ -790,3 +790,66 @@ def test_a_copy_pattern_never_lists_what_is_outside_the_build_context(tmp_path: 
                                 wanted=["/etc/nccl.conf"])
     assert [p for p in listed if not Path(p).resolve().is_relative_to(context.resolve())] == []
     assert image.files == ()
+
+
+_LOOPS = "for a in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do " * 4 + "echo $a; " + "done; " * 4
+"""About 330 bytes of nested loops, more than the shell evaluator's step bound (issue 36)."""
+
+
+def test_a_setting_after_loops_that_spend_the_step_bound_is_judged_as_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36: nested loops before ``export NCCL_IB_DISABLE=1`` spent the step bound, and the plan exited 0 with
+    only "cannot tell". A bound now stops exploring inside the loop (or the command substitution), never the rest:
+    each 2-node InfiniBand run gets the mandatory finding, and the loop is named as what cannot be told."""
+    import copy
+
+    from tests.test_reliability_corpus import J, good_config
+
+    config = good_config()
+    run = config[J][0]
+    before = {"for": _LOOPS, "substitution": f"X=$({_LOOPS}); ", "while": f"while true; do {_LOOPS}done; "}
+    config[J] = [{**copy.deepcopy(run), "name": f"ddp-{name}",
+                  "command": f"{loops}export NCCL_IB_DISABLE=1; {run['command']}"} for name, loops in before.items()]
+    outcome = plan_in_process(make_project(tmp_path / "project", config, stack="case"), capsys, stack="case")
+    assert outcome.code == 1, outcome.out + outcome.err
+    assert "Traceback" not in outcome.out + outcome.err
+    failures = [line for line in outcome.out.splitlines() if "run-infiniband-disabled  [high]" in line]
+    assert [line.split("run '")[1].split("'")[0] for line in failures] == ["ddp-for", "ddp-substitution", "ddp-while"]
+    assert all("NCCL_IB_DISABLE='1' (the command, line 1) disables InfiniBand" in line for line in failures)
+    report = (tmp_path / "project" / "build" / "case" / "policy.md").read_text()
+    unclear = [row for row in report.splitlines() if "`run-infiniband-setting-unclear`" in row]
+    assert len(unclear) == 3  # one per run: the outermost construct stopped, named with its line
+    assert all("(stopped inside it: too many evaluation steps)\\` at line 1 of the command" in row for row in unclear)
+
+
+DOCKERFILE_ATTACKS = [
+    ("47 doubling ENV lines", "ENV A=x\n" + "ENV A=$A$A\n" * 47, "(a value longer than 65,536 characters)"),
+    ("3,000 nested ${U:-...}", "ENV U=1\nENV A=" + "${U:-" * 3000 + "x" + "}" * 3000 + "\n",
+     "(${...} nested more than 48 deep)"),
+]
+
+
+def _two_gib() -> None:
+    limit = 2 << 30  # address space: a whole plan starts threads and the Pulumi engine; the attack needed 4.3 GB
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@pytest.mark.parametrize(("attack", "lines", "says"), DOCKERFILE_ATTACKS, ids=[a[0] for a in DOCKERFILE_ATTACKS])
+def test_a_hostile_dockerfile_is_planned_within_bounds(tmp_path: Path, attack: str, lines: str, says: str) -> None:
+    """Issue 36: the Dockerfile a 2-node InfiniBand run builds, ``ENV A=$A$A`` doubled 47 times (4.3 GB, then a
+    MemoryError traceback) or 3,000 nested ``${U:-...}`` (a RecursionError traceback). Planned by the console
+    script under a 2 GiB address-space cap: an answer, the value unknown and said so, no traceback."""
+    from tests.conftest import dev_config
+    from tests.test_reliability_corpus import Outcome
+
+    project = make_project(tmp_path / "project", dev_config(), stack="case")
+    dockerfile = project / "environments" / "tensorflow" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "\n" + lines)
+    done = subprocess.run([str(AMLGPU), "plan", "--stack", "case"], cwd=project, capture_output=True, text=True,
+                          timeout=300, check=False, preexec_fn=_two_gib)
+    outcome = Outcome(done.returncode, done.stdout, done.stderr)
+    assert outcome.code in (0, 1), outcome.err[-2000:]
+    assert "Traceback" not in outcome.out + outcome.err
+    report = (project / "build" / "case" / "policy.md").read_text()
+    assert any(says in row and "in the Dockerfile" in row for row in report.splitlines()
+               if "`run-infiniband-setting-unclear`" in row), report[-3000:]

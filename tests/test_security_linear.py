@@ -158,7 +158,8 @@ def _substituted_as_bash(value: str, pattern: str, replacement: str, op: str) ->
 def test_pattern_removal_and_replacement_take_what_bash_takes(value: str, pattern: str, op: str) -> None:
     """One RE2 call per expansion (leftmost-longest, shortest-first or on the reversed text) takes the prefix,
     suffix or matches that trying every candidate took (1,025 fnmatch calls for a value of 1,024 characters)."""
-    from analysis.shell import _remove, _substitute
+    from analysis.shell.patterns import remove_pattern as _remove
+    from analysis.shell.patterns import substitute_pattern as _substitute
 
     if op.startswith("/"):
         assert _substitute(value, pattern, "R", op) == (_substituted_as_bash(value, pattern, "R", op) if pattern

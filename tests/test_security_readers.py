@@ -54,9 +54,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "a look-ahead RE2 cannot run (the editor schema's pattern too); read once from the start, linear",
     ("kernel/secrets.py", "re.compile", "_WORD"):
         "shell words: each alternative starts with its own character, linear; a match per word (RE2: ~10 us each)",
-    ("analysis/shell.py", "re.compile", "_PLACEHOLDER"):
+    ("analysis/shell/state.py", "re.compile", "_PLACEHOLDER"):
         "bytes before the parse: a bounded run that cannot hold the next match's start; RE2 11x slower a match",
-    ("analysis/shell.py", "re.compile", "_EXPANSION_EDGE"):
+    ("analysis/shell/state.py", "re.compile", "_EXPANSION_EDGE"):
         "bytes before the parse: a fixed-width alternation, a step per byte; RE2 8x slower a match",
     # --- shell patterns (fnmatch compiles to re with atomic groups: time linear in the name and the pattern)
     ("preflight/deploy.py", "fnmatch.fnmatchcase", "_allowed.matches"):
