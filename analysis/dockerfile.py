@@ -15,8 +15,7 @@ On top of it :func:`evaluate` follows the last stage of the build:
 * ``COPY``/``ADD`` of a here-document (its text, expanded unless the delimiter is quoted), or of files of
   the build context, read only for the paths the caller asks about (``wanted``), never outside the
   context (links are resolved first), at most :data:`MAX_FILE` bytes each.
-* ``WORKDIR``, ``USER``, ``SHELL``, ``FROM`` (a stage built ``FROM`` an earlier stage inherits its ``ENV``
-  and files).
+* ``WORKDIR``, ``USER``, ``SHELL``, ``FROM`` (a stage from an earlier stage inherits its ``ENV`` and files).
 
 Bounded: at most :data:`MAX_BYTES` of Dockerfile, :data:`MAX_INSTRUCTIONS` instructions, values of at most
 :data:`analysis.shell.MAX_VALUE` characters (``ENV A=$A$A`` doubling), :data:`MAX_TOTAL` characters of values

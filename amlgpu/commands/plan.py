@@ -6,8 +6,7 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 * ``outputs.json``: the stack outputs (secrets masked);
 * ``jobs/<run>.yml``: each declared run, pipeline and sweep as an Azure ML CLI v2 job file (``az ml job create -f``);
 * ``policy.sarif`` and ``policy.md``: the policy verdict, for code scanning and for the PR;
-* ``waivers.json``: the waivers that applied (the stack file's and the platform's), so a later plan
-  against this one as its base can put the waivers a change adds or changes at the top of its verdict.
+* ``waivers.json``: the waivers that applied (the stack file's and the platform's), for a later ``--base``;
 * ``cost.json``: what each cluster and run can cost at list price (``azurefacts/prices.json``, or ``--prices``);
 * ``diff.json`` (with ``--base``): what changes against a base plan folder or git ref, what gets replaced,
   and a one-line verdict; ``policy.md`` then opens with it (see :mod:`planning.review`).
@@ -15,13 +14,10 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
 (nothing written).
 
-Several stacks in one process: ``--stack`` repeated or ``--all`` (every ``Pulumi.<stack>.yaml``), and
-of those, with ``--changed-since GIT_REF``, only the ones whose inputs changed (:mod:`planning.changes`).
-The libraries are loaded once; each stack is planned on its own (the engine's settings, stack config and
-registrations start afresh for each, see :func:`planning.engine.run_program`) into ``<out>/<stack>/``
-(``--out`` is then the folder holding one per stack; default ``build/<stack>/``), and ``--base DIR``
-reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still planned. The exit
-code is the worst stack's (2 over 1 over 0); a summary table ends the output.
+Several stacks in one process: ``--stack`` repeated or ``--all``, and of those, with ``--changed-since
+GIT_REF``, only the ones whose inputs changed (:mod:`planning.changes`); each into ``<out>/<stack>/``, and
+``--base DIR`` reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still
+planned; the exit code is the worst stack's (2 over 1 over 0), and a summary table ends the output.
 
 ``--format json`` prints one document of one shape however many stacks are planned: ``{"stacks": [...],
 "exit_code": N}``, one entry per stack (its summary and exit code, or its error), plus ``changed_since``
