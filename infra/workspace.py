@@ -11,8 +11,8 @@ container registry, the workspace itself and its diagnostic settings. Secure by 
 * data-holding resources (resource group, workspace, storage, key vault) are protected from
   deletion unless the stack sets ``workspace.protect: false``;
 * a primary **user-assigned** workspace identity gets the roles Microsoft documents for it (Azure gives a
-  user-assigned identity nothing by itself), on the dependencies before the workspace is created and on the
-  workspace after it: :data:`USER_ASSIGNED_GRANTS`.
+  user-assigned identity nothing by itself), on the dependencies before the workspace is created (which waits
+  until they can be in force: :mod:`infra.role_wait`) and on the workspace after it: :data:`USER_ASSIGNED_GRANTS`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from azurefacts.ids import (
     storage_public_network_access,
 )
 from infra.access import Grant, grant
+from infra.role_wait import RolesEffective
 from stack.infrastructure import Workspace as WorkspaceConfig
 
 TYPE = "aml-gpu-training:infra:Workspace"
@@ -220,6 +221,13 @@ class Workspace(pulumi.ComponentResource):
             name, args, {"storage": self.storage_account.id, "key_vault": self.key_vault.id,
                          "registry": self.registry.id, "insights": insights.id},
         )
+        # Azure RBAC takes up to 10 minutes to apply an assignment: the workspace is created once its identity's
+        # roles can be in force (infra.role_wait), not seconds after they were made.
+        roles_in_force: list[pulumi.Resource] = [RolesEffective(
+            f"{name}-identity-roles-effective", assignments=uai_grants,
+            purpose=f"workspace {cfg.name}'s user-assigned identity on its dependencies",
+            opts=pulumi.ResourceOptions(parent=self),
+        )] if uai_grants else []
 
         cmk = cfg.customer_managed_key
         private = cfg.public_network_access == "Disabled"
@@ -272,8 +280,9 @@ class Workspace(pulumi.ComponentResource):
                 # The workspace's name is its identity for every job and datastore: replace it only by
                 # deleting first, and never on a change Azure can make in place.
                 delete_before_replace=True,
-                # A user-assigned identity must reach the dependencies when the workspace is created.
-                depends_on=uai_grants,
+                # A user-assigned identity must reach the dependencies when the workspace is created: its roles
+                # made and in force.
+                depends_on=[*uai_grants, *roles_in_force],
             ),
         )
         self.workspace_name = self.workspace.name
@@ -312,7 +321,7 @@ class Workspace(pulumi.ComponentResource):
 
     def _grant_user_assigned(
         self, name: str, args: WorkspaceArgs, scopes: dict[str, pulumi.Input[str]]
-    ) -> list[pulumi.Resource]:
+    ) -> list[pulumi.CustomResource]:
         """The :data:`USER_ASSIGNED_GRANTS` on ``scopes`` for the primary user-assigned identity, if any."""
         uai = args.config.primary_user_assigned_identity
         if not uai:
