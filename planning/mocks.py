@@ -56,6 +56,11 @@ _ARM: dict[str, tuple[str, str]] = {
     "azure-native:network:PrivateEndpoint": ("Microsoft.Network/privateEndpoints", "privateEndpointName"),
     "azure-native:network:NatGateway": ("Microsoft.Network/natGateways", "natGatewayName"),
     "azure-native:network:PublicIPAddress": ("Microsoft.Network/publicIPAddresses", "publicIpAddressName"),
+    "azure-native:network:ServiceEndpointPolicy": (
+        "Microsoft.Network/serviceEndpointPolicies",
+        "serviceEndpointPolicyName",
+    ),
+    "azure-native:authorization:ManagementLockAtResourceGroupLevel": ("Microsoft.Authorization/locks", "lockName"),
     "azure-native:network:PrivateDnsZoneGroup": (
         "Microsoft.Network/privateEndpoints/{privateEndpointName}/privateDnsZoneGroups",
         "privateDnsZoneGroupName",
