@@ -69,6 +69,7 @@ network = Network(
         storage_account_id=workspace.storage_account.id,
     ),
 )
+workspace.complete(serverless_subnet_id=network.subnet_id)
 links = PrivateLinks(
     "private-links",
     PrivateLinksArgs(

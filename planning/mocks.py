@@ -60,7 +60,6 @@ _ARM: dict[str, tuple[str, str]] = {
         "Microsoft.Network/serviceEndpointPolicies",
         "serviceEndpointPolicyName",
     ),
-    "azure-native:authorization:ManagementLockAtResourceGroupLevel": ("Microsoft.Authorization/locks", "lockName"),
     "azure-native:network:PrivateDnsZoneGroup": (
         "Microsoft.Network/privateEndpoints/{privateEndpointName}/privateDnsZoneGroups",
         "privateDnsZoneGroupName",
@@ -98,6 +97,8 @@ def arm_id(token: str, name: str, inputs: dict[str, Any]) -> str:
     if token == BUILD_CONTEXT_UPLOAD:
         # The dynamic provider's id: the context's URI.
         return f"https://{inputs['accountName']}.blob.core.windows.net/{inputs['containerName']}/{inputs['prefix']}"
+    if token == "azure-native:authorization:ManagementLockByScope":
+        return f"{inputs['scope']}/providers/Microsoft.Authorization/locks/{inputs['lockName']}"
     if token == ROLES_EFFECTIVE:
         # The dynamic provider's id (infra.role_wait): no Azure resource.
         return f"roles-effective-{len(inputs.get('assignmentIds') or [])}"

@@ -113,6 +113,12 @@ class Workspace(Model):
     tags: dict[str, str] = {}
     protect: StrictBool = True
     """Protect the workspace, its storage and key vault from deletion (``pulumi destroy`` refuses)."""
+    lock: StrictBool = False
+    """A ``CanNotDelete`` management lock on the workspace, its storage account and key vault: Azure itself refuses
+    their deletion, from the portal or the CLI too, until the lock is removed (``protect`` stops only ``pulumi
+    destroy``). The resource group is not locked: Microsoft Learn ("Lock your resources") warns that such a lock
+    keeps Azure ML clusters from scaling down. A locked workspace's clusters cannot be deleted or replaced, nor
+    role assignments on the locked resources removed, until the lock is lifted (docs/operations.md, locks)."""
     log_retention_days: Annotated[StrictInt, Field(ge=30, le=730)] = 30
     monitoring_public_network_access: Literal["Disabled", "Enabled"] | None = None
     """Public ingestion and query of Application Insights and Log Analytics; defaults to
@@ -174,7 +180,9 @@ class EgressAllow(Model):
     destinations: Annotated[list[str], Field(min_length=1, max_length=100)]
     """IPv4 addresses or CIDR ranges, or Azure service tags (``Storage.EastUS``, ``AzureFrontDoor.Frontend``)."""
     ports: Annotated[list[Annotated[StrictInt, Field(ge=1, le=65535)]], Field(min_length=1)] = [443]
+    """Destination ports."""
     protocol: Literal["Tcp", "Udp", "*"] = "Tcp"
+    """The NSG rule's protocol (``*``: any)."""
 
     @field_validator("destinations")
     @classmethod
@@ -202,6 +210,7 @@ class Egress(Model):
     """Deny outbound Internet traffic below the service tags Azure ML needs and ``allow``. Left out: on for a
     high-business-impact workspace, off otherwise."""
     allow: Annotated[list[EgressAllow], Field(max_length=100)] = []
+    """Outbound rules of the team's own, above the deny (package indexes, model hubs, datasets elsewhere)."""
     storage_endpoint_policy: StrictBool = False
     """A service endpoint policy on the subnet: storage reached through its service endpoint is only the workspace's
     account, ``storage_accounts`` and the Microsoft-managed accounts of Azure ML's alias (Microsoft Learn, "Azure

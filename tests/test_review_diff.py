@@ -176,7 +176,7 @@ def test_provider_facts_cover_every_type_the_program_plans(dev_resources: list[d
     planned |= {r["type"] for r in prod["resources"] if not r["type"].startswith("aml-gpu-training:")}
     assert planned <= set(force_new()), planned - set(force_new())
     # Every path parameter listed is an input the program sends for that type.
-    facts = json.loads((ROOT / "infra" / "replacements.json").read_text())["types"]
+    facts = json.loads((ROOT / "azurefacts" / "replacements.json").read_text())["types"]
     for r in dev_resources:
         for param in facts.get(r["type"], {}).get("path", []):
             if param != "virtualNetworkLinkName":  # auto-named by the provider when the program leaves it out
@@ -186,7 +186,7 @@ def test_provider_facts_cover_every_type_the_program_plans(dev_resources: list[d
 def test_every_create_only_input_of_the_spec_replaces_its_resource(dev_resources: list[dict[str, Any]]) -> None:
     """The force-new inputs taken from the REST specs (each with its evidence) are inputs the program sends,
     and changing any of them is reported as a replacement."""
-    facts = json.loads((ROOT / "infra" / "replacements.json").read_text())["types"]
+    facts = json.loads((ROOT / "azurefacts" / "replacements.json").read_text())["types"]
     checked = []
     for type_, fact in sorted(facts.items()):
         assert set(fact.get("evidence", {})) == set(fact["forceNew"]) or type_.startswith("pulumi-python:"), type_
