@@ -188,8 +188,75 @@ def _user_assigned(config: StackConfig) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+AZURE_RESERVED_ADDRESSES = 5
+"""Addresses Azure keeps in every subnet (address range): the first four and the last (Microsoft Learn, "Azure
+Virtual Network FAQ": "Azure reserves the first four and the last IP address for a total of five IP addresses
+within each subnet")."""
+
+
+@dataclass(frozen=True)
+class Addresses:
+    """What the stack places in its training subnet: an address per cluster node at full scale (Learn, "Secure an
+    Azure Machine Learning training environment": "Each node within a compute cluster ... requires one IP address")
+    and per private endpoint (one each at least), besides serverless compute nodes, which scale with jobs."""
+
+    clusters: tuple[tuple[str, int], ...]
+    private_endpoints: int
+
+    @property
+    def needed(self) -> int:
+        return sum(n for _, n in self.clusters) + self.private_endpoints
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clusters": dict(self.clusters), "private_endpoints": self.private_endpoints, "needed": self.needed}
+
+
+def addresses(config: StackConfig) -> Addresses:
+    """The training subnet's address demand: every cluster at ``max_instances`` (the image-build cluster of a private
+    workspace included) and the stack's private endpoints, one per group id (infra/private_link.py's targets are the
+    group ids of :data:`azurefacts.ids.PRIVATE_DNS_ZONES`)."""
+    clusters = [(c.name, c.max_instances) for c in config.clusters]
+    if config.workspace.public_network_access == "Disabled":
+        builder = config.workspace.image_build_compute
+        clusters.append((builder.name, builder.max_instances))
+    return Addresses(tuple(clusters), len(PRIVATE_DNS_ZONES))
+
+
+def usable(prefix: str) -> int:
+    """Addresses a subnet of ``prefix`` can give out: its size less Azure's five."""
+    return max(ipaddress.ip_network(prefix, strict=False).num_addresses - AZURE_RESERVED_ADDRESSES, 0)
+
+
+HUB_ROUTES = ("the hub's route table and firewall must pass the training subnet's traffic to the service tags "
+              "AzureMachineLearning (TCP 443, 8787, 18881 and UDP 5831), BatchNodeManagement.<region> (any protocol, "
+              "443) and Storage.<region> (TCP 443), or nodes never join their clusters: a user-defined route that sends "
+              "them to a firewall without those rules is not visible from here (Learn, how-to-secure-training-vnet: "
+              "no-public-IP compute; docs/operations.md, hub networks)")
+CMK_VAULT_NETWORK = ("the customer-managed key's vault must let Azure's trusted services through its firewall "
+                     "(networkAcls.bypass: AzureServices): Azure Cosmos DB and the workspace fetch the key from outside "
+                     "your network, and a vault with public network access disabled has been reported to break the "
+                     "Cosmos DB key setup (hashicorp/terraform-provider-azurerm#18450; MicrosoftDocs/azure-docs#93237: "
+                     "network-restricted key vaults need trusted services allowed); docs/operations.md")
+
+
+def network_notes(config: StackConfig) -> list[str]:
+    """What the preflight cannot see but the first ``pulumi up`` depends on, for this stack."""
+    out = []
+    if config.network.subnet_id:
+        out.append(HUB_ROUTES)
+    if config.workspace.customer_managed_key:
+        out.append(CMK_VAULT_NETWORK)
+    return out
+
+
 def offline(config: StackConfig, stack: str, subscription: str | None = None) -> dict[str, Any]:
-    """The offline half as JSON (``build/<stack>/preflight.json``): demand and needed permissions."""
+    """The offline half as JSON (``build/<stack>/preflight.json``): demand, needed permissions, the subnet's
+    addresses and the resource providers to register."""
+    subnet = addresses(config).to_json()
+    if config.network.subnet_prefix:
+        subnet |= {"subnet_prefix": config.network.subnet_prefix, "usable": usable(config.network.subnet_prefix)}
+    else:
+        subnet |= {"subnet_id": config.network.subnet_id}
     return {
         "stack": stack,
         "location": config.workspace_location,
@@ -197,6 +264,9 @@ def offline(config: StackConfig, stack: str, subscription: str | None = None) ->
         "resource_group": config.workspace.resource_group_name,
         "demand": [d.to_json() for d in demand(config)],
         "permissions": [asdict(n) for n in needs(config, subscription)],
+        "addresses": subnet,
+        "providers": required_providers(config),
+        "network_notes": network_notes(config),
     }
 
 
@@ -211,6 +281,14 @@ def render_offline(config: StackConfig, subscription: str | None = None) -> list
     for n in needs(config, subscription):
         lines.append(f"  {n.action}{' (data)' if n.data else ''} on {n.scope}")
         lines.append(f"      {n.why}")
+    lines.append("The subscription must have registered: " + ", ".join(required_providers(config)))
+    need = addresses(config)
+    parts = ", ".join(f"{name} {n}" for name, n in need.clusters)
+    where = (f"new subnet {config.network.subnet_prefix}: {usable(config.network.subnet_prefix)} usable"
+             if config.network.subnet_prefix else "existing subnet: its free addresses are counted by the live checks")
+    lines.append(f"Training subnet addresses: {need.needed} needed (max nodes {parts}; {need.private_endpoints} private "
+                 f"endpoints), {where}; serverless jobs take more")
+    lines += [f"Network: {note}" for note in network_notes(config)]
     return lines
 
 
@@ -736,6 +814,21 @@ def check_customer_managed_key(ctx: Context) -> list[Check]:
                                           else "soft delete and purge protection"),
                   "" if not missing else f"az keyvault update --name {vault_name} --enable-purge-protection true "
                   "(soft delete is on for every vault created since 2020; it cannot be turned on later)")]
+    acls = props.get("networkAcls") or {}
+    closed = str(props.get("publicNetworkAccess", "Enabled")).lower() == "disabled" or str(
+        acls.get("defaultAction", "Allow")).lower() == "deny"
+    if closed and str(acls.get("bypass", "AzureServices")).lower() != "azureservices":
+        rows.append(Check("customer-managed key vault network", "PROBLEM", f"{vault_name}'s firewall admits no trusted "
+                          f"Azure service (networkAcls.bypass: {acls.get('bypass')})", f"az keyvault update --name "
+                          f"{vault_name} --bypass AzureServices; {CMK_VAULT_NETWORK}"))
+    elif str(props.get("publicNetworkAccess", "Enabled")).lower() == "disabled":
+        rows.append(Check("customer-managed key vault network", "UNKNOWN", f"{vault_name} has public network access "
+                          "disabled: whether Azure Cosmos DB can set the key up through the trusted-services exception "
+                          "is not visible from here", f"if the workspace create fails on the key, enable public access "
+                          f"with default action Deny and bypass AzureServices; {CMK_VAULT_NETWORK}"))
+    else:
+        rows.append(Check("customer-managed key vault network", "OK", f"{vault_name} admits trusted Azure services"
+                          + (" (firewall deny by default, bypass AzureServices)" if closed else "")))
     identity = ctx.config.workspace.primary_user_assigned_identity
     grantees = f"Azure Cosmos DB (application {COSMOS_DB_APP})" + (
         f" and the workspace identity {identity.rsplit('/', 1)[-1]}" if identity else "")
@@ -818,9 +911,42 @@ def check_upload_path(ctx: Context) -> list[Check]:
                   f"run pulumi up on a runner inside {where} (the deploy workflow's DEPLOY_RUNNER_LABELS)")]
 
 
+def check_subnet_addresses(ctx: Context) -> list[Check]:
+    """An existing subnet has a free address for every node of every cluster at full scale and every private
+    endpoint (:func:`addresses`): its address ranges less Azure's five each, less the IP configurations already in
+    it (``Microsoft.Network/virtualNetworks/subnets`` GET: ``addressPrefix(es)``, ``ipConfigurations``)."""
+    subnet_id = ctx.config.network.subnet_id
+    name = "training subnet addresses"
+    need = addresses(ctx.config)
+    if not subnet_id:
+        size = usable(str(ctx.config.network.subnet_prefix))
+        return [Check(name, "OK" if need.needed <= size else "PROBLEM",
+                      f"the new subnet {ctx.config.network.subnet_prefix} has {size} usable, {need.needed} needed",
+                      "" if need.needed <= size else "a larger network.subnet_prefix, or lower max_instances")]
+    try:
+        subnet = ctx.arm.get(subnet_id, NETWORK_API)
+    except ArmError as err:
+        if err.status == 404:
+            return [Check(name, "PROBLEM", f"{subnet_id} does not exist ({err.code})", "fix network.subnet_id")]
+        return [_unknown(name, err, f"subnet {subnet_id.rsplit('/', 1)[-1]}")]
+    props = subnet.get("properties") or {}
+    prefixes = [str(p) for p in (props.get("addressPrefixes") or [props.get("addressPrefix")]) if p]
+    size = sum(usable(p) for p in prefixes)
+    used = len(props.get("ipConfigurations") or [])
+    free = size - used
+    nodes = ", ".join(f"{n} {c}" for n, c in need.clusters)
+    detail = (f"{free} free of {size} usable in {', '.join(prefixes)} ({used} in use); {need.needed} needed (max nodes "
+              f"{nodes}; {need.private_endpoints} private endpoints)")
+    if free >= need.needed:
+        return [Check(name, "OK", detail)]
+    return [Check(name, "PROBLEM", detail + ": clusters cannot scale out fully (Azure ML reports the subnet out of "
+                  "addresses when nodes are added)", "ask the network's owner for a larger subnet, or lower "
+                  "max_instances (a re-run counts this stack's own endpoints and nodes among those in use)")]
+
+
 LIVE_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
     check_providers, check_sizes, check_aml_sizes, check_quota, check_permissions, check_soft_deleted,
-    check_deleted_key_vault, check_customer_managed_key, check_dns_links, check_upload_path,
+    check_deleted_key_vault, check_customer_managed_key, check_dns_links, check_subnet_addresses, check_upload_path,
 )
 
 
@@ -832,7 +958,7 @@ def live_checks(ctx: Context) -> list[Check]:
 def unknown_rows(reason: str, fix: str) -> list[Check]:
     """The live checks' rows when none can run (no credentials, no subscription)."""
     names = ("resource providers", "size offered", "Azure ML size", "quota", "permissions", "soft-deleted workspace",
-             "soft-deleted key vault", "private DNS zones", "build-context network path")
+             "soft-deleted key vault", "private DNS zones", "training subnet addresses", "build-context network path")
     return [Check(name, "UNKNOWN", reason, fix) for name in names]
 
 
