@@ -229,14 +229,15 @@ def usable(prefix: str) -> int:
 
 HUB_ROUTES = ("the hub's route table and firewall must pass the training subnet's traffic to the service tags "
               "AzureMachineLearning (TCP 443, 8787, 18881 and UDP 5831), BatchNodeManagement.<region> (any protocol, "
-              "443) and Storage.<region> (TCP 443), or nodes never join their clusters: a user-defined route that sends "
-              "them to a firewall without those rules is not visible from here (Learn, how-to-secure-training-vnet: "
-              "no-public-IP compute; docs/operations.md, hub networks)")
+              "443) and Storage.<region> (TCP 443), or nodes never join their clusters: a user-defined route that "
+              "sends them to a firewall without those rules is not visible from here (Learn, "
+              "how-to-secure-training-vnet: no-public-IP compute; docs/operations.md, hub networks)")
 CMK_VAULT_NETWORK = ("the customer-managed key's vault must let Azure's trusted services through its firewall "
-                     "(networkAcls.bypass: AzureServices): Azure Cosmos DB and the workspace fetch the key from outside "
-                     "your network, and a vault with public network access disabled has been reported to break the "
-                     "Cosmos DB key setup (hashicorp/terraform-provider-azurerm#18450; MicrosoftDocs/azure-docs#93237: "
-                     "network-restricted key vaults need trusted services allowed); docs/operations.md")
+                     "(networkAcls.bypass: AzureServices): Azure Cosmos DB and the workspace fetch the key from "
+                     "outside your network, and a vault with public network access disabled has been reported to "
+                     "break the Cosmos DB key setup (hashicorp/terraform-provider-azurerm#18450; "
+                     "MicrosoftDocs/azure-docs#93237: network-restricted key vaults need trusted services allowed); "
+                     "docs/operations.md")
 
 
 def network_notes(config: StackConfig) -> list[str]:
@@ -286,8 +287,8 @@ def render_offline(config: StackConfig, subscription: str | None = None) -> list
     parts = ", ".join(f"{name} {n}" for name, n in need.clusters)
     where = (f"new subnet {config.network.subnet_prefix}: {usable(config.network.subnet_prefix)} usable"
              if config.network.subnet_prefix else "existing subnet: its free addresses are counted by the live checks")
-    lines.append(f"Training subnet addresses: {need.needed} needed (max nodes {parts}; {need.private_endpoints} private "
-                 f"endpoints), {where}; serverless jobs take more")
+    lines.append(f"Training subnet addresses: {need.needed} needed (max nodes {parts}; {need.private_endpoints} "
+                 f"private endpoints), {where}; serverless jobs take more")
     lines += [f"Network: {note}" for note in network_notes(config)]
     return lines
 

@@ -463,7 +463,8 @@ def test_the_offline_half_names_providers_addresses_and_what_it_cannot_see(prefl
     assert "UDP 5831" in HUB_ROUTES and "BatchNodeManagement" in HUB_ROUTES
     text = preflight_text(preflight, "dev")
     assert "The subscription must have registered: Microsoft.MachineLearningServices" in text
-    assert "Training subnet addresses: 8 needed (max nodes gpu-a100 2, image-builder 1; 5 private endpoints), new "            "subnet 10.40.0.0/20: 4091 usable" in text
+    assert ("Training subnet addresses: 8 needed (max nodes gpu-a100 2, image-builder 1; 5 private endpoints), "
+            "new subnet 10.40.0.0/20: 4091 usable") in text
 
 
 def preflight_text(preflight: Run, stack: str) -> str:
@@ -476,7 +477,8 @@ def preflight_text(preflight: Run, stack: str) -> str:
 
 def test_a_cmk_vault_that_admits_no_trusted_service_is_a_problem(preflight: Run) -> None:
     vault = json.loads((RECORDED / "key-vault-cmk.json").read_text())
-    vault["properties"] |= {"publicNetworkAccess": "Enabled", "networkAcls": {"defaultAction": "Deny", "bypass": "None"}}
+    vault["properties"] |= {"publicNetworkAccess": "Enabled",
+                            "networkAcls": {"defaultAction": "Deny", "bypass": "None"}}
     routes = prod_routes() | {f"{ARM}/subscriptions/{HUB}/resourceGroups/rg-keys/providers/Microsoft.KeyVault/vaults/"
                               "kv-ml-keys-prod": (200, vault)}
     _, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=routes)
