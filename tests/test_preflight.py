@@ -17,7 +17,9 @@ from azure.identity import EnvironmentCredential
 
 from amlgpu.cli import build_parser, main
 from amlgpu.commands import preflight as command
-from preflight.deploy import _allowed, demand
+from preflight.checks import EXIT_NOTHING_CHECKED, Check, nothing_checked, shared_cause
+from preflight.deploy import _allowed
+from preflight.offline import demand
 from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.replay_http import NO_HOST, RECORDED, RecordedToken, Replay, bearer_claims, transport
@@ -242,22 +244,26 @@ def test_missing_credentials_give_one_line_and_unknown_rows(preflight: Run, caps
     # azure-identity's own EnvironmentCredential with no AZURE_* variables: what a fresh machine has.
     code, report, replay = preflight("--stack", "dev", "--subscription", SUB, routes={},
                                      credential=EnvironmentCredential())
-    assert code == 0
+    # Nothing could be checked: a CI step with broken credentials must not go green (issue 38).
+    assert code == EXIT_NOTHING_CHECKED == 3 and report["nothing_checked"] is True
     assert {c["status"] for c in report["checks"]} == {"UNKNOWN"}
     assert len(report["checks"]) == 10  # one per live check, the subnet's addresses included
     assert report["checks"][0]["detail"].startswith("no usable Azure credentials (EnvironmentCredential")
     assert replay.calls == []
     args = build_parser().parse_args(["preflight", "--stack", "dev", "--subscription", SUB, "--strict"])
-    assert command.run(args, credential=EnvironmentCredential()) == 1
+    assert command.run(args, credential=EnvironmentCredential()) == EXIT_NOTHING_CHECKED
     text = capsys.readouterr().out
-    assert text.count("no usable Azure credentials") == 10  # the notice line and one per UNKNOWN row
+    assert text.count("no usable Azure credentials") == 1  # the shared cause, once
+    assert "Nothing could be checked: no usable Azure credentials" in text
+    assert "  fix: run `az login`" in text
+    assert "  not checked: resource providers, size offered, Azure ML size, quota, permissions" in text
     assert "Traceback" not in text
 
 
 def test_a_refused_token_stops_at_the_first_call(preflight: Run) -> None:
     routes = {key: (401, "unauthorized.json") for key in dev_routes()}
     code, report, replay = preflight("--stack", "dev", "--subscription", SUB, routes=routes)
-    assert code == 0
+    assert code == EXIT_NOTHING_CHECKED
     assert {c["status"] for c in report["checks"]} == {"UNKNOWN"}
     assert "InvalidAuthenticationToken" in report["checks"][0]["detail"]
     assert len(replay.calls) == 1
@@ -333,7 +339,7 @@ def test_a_cluster_in_another_region_is_checked_there(preflight: Run, tmp_path: 
 
 def test_no_subscription_is_said_not_guessed(preflight: Run) -> None:
     code, report, _ = preflight("--stack", "dev", routes={})
-    assert code == 0
+    assert code == EXIT_NOTHING_CHECKED
     assert report["checks"][0]["detail"].startswith("no subscription: set azure-native:subscriptionId")
 
 
@@ -450,7 +456,7 @@ def test_a_missing_existing_subnet_is_a_problem(preflight: Run) -> None:
 
 
 def test_the_offline_half_names_providers_addresses_and_what_it_cannot_see(preflight: Run, capsys: Any) -> None:
-    from preflight.deploy import CMK_VAULT_NETWORK, HUB_ROUTES
+    from preflight.offline import CMK_VAULT_NETWORK, HUB_ROUTES
 
     code, report, _ = preflight("--stack", "prod", "--offline", routes={})
     assert code == 0 and report["checks"] == []
@@ -468,7 +474,7 @@ def test_the_offline_half_names_providers_addresses_and_what_it_cannot_see(prefl
 
 
 def preflight_text(preflight: Run, stack: str) -> str:
-    from preflight.deploy import render_offline
+    from preflight.offline import render_offline
     from stack.project import load_stack
 
     loaded = load_stack(stack, ROOT)
@@ -486,3 +492,10 @@ def test_a_cmk_vault_that_admits_no_trusted_service_is_a_problem(preflight: Run)
     assert found[0] == "PROBLEM" and "--bypass AzureServices" in found[2]
     _, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=prod_routes())
     assert rows(report)["customer-managed key vault network"][0] == "UNKNOWN"  # public access disabled: not visible
+
+
+def test_rows_that_all_could_not_be_read_for_different_reasons_are_nothing_checked_with_no_shared_cause() -> None:
+    rows = [Check("quota", "UNKNOWN", "403 on usages", "grant Reader"), Check("size", "UNKNOWN", "500", "retry")]
+    assert nothing_checked(rows) and shared_cause(rows) is None
+    assert not nothing_checked([*rows, Check("providers", "OK", "registered")])
+    assert not nothing_checked([])  # --offline: nothing was asked

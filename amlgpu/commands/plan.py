@@ -182,7 +182,7 @@ def _show(result: PlanResult, out: Path, settings: Settings) -> None:
     what failed on stderr; a single stack's document too."""
     stack = result.stack
     if settings.format == "text":
-        from preflight.deploy import render_offline
+        from preflight.offline import render_offline
 
         print(result.render_text(out))
         print("\n".join(render_offline(stack.config)))
@@ -429,7 +429,7 @@ class PlanResult:
 
     def preflight(self) -> dict[str, Any]:
         """The preflight's offline half (``amlgpu preflight``): vCPU demand per family, permissions needed."""
-        from preflight.deploy import offline
+        from preflight.offline import offline
 
         subscription = self.stack.file.config.get("azure-native:subscriptionId")
         return offline(self.stack.config, self.stack.name, subscription if isinstance(subscription, str) else None)
