@@ -32,6 +32,7 @@ from preflight.offline import (
     CMK_VAULT_NETWORK,
     IDENTITY_ASSIGN,
     IDENTITY_READ,
+    LOCKS_WRITE,
     RESOURCE_GROUP_WRITE,
     ROLE_ASSIGNMENTS_WRITE,
     SUBNET_JOIN,
@@ -280,6 +281,12 @@ def _permission_rows(ctx: Context, permissions: list[dict[str, Any]], where: str
         out.append(Check("permission: build-context upload (data role)", status, detail,
                          "" if status == "OK" else f"grant it Storage Blob Data Contributor on {group}, "
                          "or the right to create role assignments (above)"))
+    if LOCKS_WRITE in required:
+        locks = _allowed(permissions, LOCKS_WRITE)
+        out.append(Check("permission: create locks", "OK" if locks else "PROBLEM",
+                         f"{LOCKS_WRITE} on {group} is {'granted' if locks else 'not granted'} (workspace.lock)",
+                         "" if locks else f"have an Owner grant you User Access Administrator on {group}, or set "
+                         "workspace.lock: false and lock the resources yourself"))
     return out
 
 

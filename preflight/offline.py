@@ -21,6 +21,7 @@ ZONE_JOIN = "Microsoft.Network/privateDnsZones/join/action"
 IDENTITY_READ = "Microsoft.ManagedIdentity/userAssignedIdentities/read"
 IDENTITY_ASSIGN = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
 RESOURCE_GROUP_WRITE = "Microsoft.Resources/subscriptions/resourceGroups/write"
+LOCKS_WRITE = "Microsoft.Authorization/locks/write"
 
 
 PROVIDERS = ("Microsoft.MachineLearningServices", "Microsoft.Storage", "Microsoft.KeyVault",
@@ -134,7 +135,8 @@ def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
     uai = config.workspace.primary_user_assigned_identity
     if uai:
         grants.append("the roles Microsoft documents for the workspace's user-assigned identity on its storage, "
-                      "registry, key vault and Application Insights")
+                      "registry, key vault and Application Insights, read back (roleAssignments/read) until they are "
+                      "in force")
     if builds:
         grants.append("Storage Blob Data Contributor on the build-context container for the deployer itself")
     if grants:
@@ -145,6 +147,9 @@ def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
                         "/blobServices/default/containers/environment-builds",
                         f"upload the build contexts of {', '.join(builds)}; pulumi up grants this data role to the "
                         "deployer before the upload", data=True))
+    if config.workspace.lock:
+        out.append(Need(LOCKS_WRITE, group, "lock the workspace, its storage and key vault against deletion "
+                        "(workspace.lock; Owner or User Access Administrator: Contributor cannot create locks)"))
     if uai:
         out.append(Need(IDENTITY_READ, uai, "look up the user-assigned identity's principal to grant it its roles"))
     for identity in _user_assigned(config):

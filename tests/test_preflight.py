@@ -196,6 +196,7 @@ def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflig
         "Azure ML size Standard_ND96isr_H200_v5 (h200)",
         "permission: create role assignments",
         "permission: build-context upload (data role)",
+        "permission: create locks",  # prod locks its data holders; Contributor cannot
         "permission: join the existing subnet",
         "permission: assign user-assigned identity id-aml-prod",
         "soft-deleted workspace",
@@ -305,6 +306,7 @@ def test_offline_looks_up_no_credentials(preflight: Run) -> None:
     assert actions == ["Microsoft.Resources/subscriptions/resourceGroups/write",
                        "Microsoft.Authorization/roleAssignments/write",
                        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write",
+                       "Microsoft.Authorization/locks/write",  # prod: workspace.lock
                        "Microsoft.ManagedIdentity/userAssignedIdentities/read",
                        "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
                        "Microsoft.Network/virtualNetworks/subnets/join/action",
