@@ -65,8 +65,11 @@ network = Network(
         resource_group_name=workspace.resource_group_name,
         location=location,
         tags=tags,
+        restrict_egress=config.network.egress.restricted(config.workspace.high_business_impact),
+        storage_account_id=workspace.storage_account.id,
     ),
 )
+workspace.complete(serverless_subnet_id=network.subnet_id)
 links = PrivateLinks(
     "private-links",
     PrivateLinksArgs(

@@ -39,6 +39,11 @@ CREATED = frozenset({
 })
 """Every azure-native type the program creates (the dev stack creates each of them)."""
 
+MANAGEMENT_LOCK = "azure-native:authorization:ManagementLockByScope"
+SERVICE_ENDPOINT_POLICY = "azure-native:network:ServiceEndpointPolicy"
+CREATED_WHEN_ASKED = frozenset({MANAGEMENT_LOCK, SERVICE_ENDPOINT_POLICY})
+"""Types the program creates only when a stack asks (``workspace.lock``, ``network.egress.storage_endpoint_policy``)."""
+
 # Types the rules also read, which the program does not create.
 SECURITY_RULE = "azure-native:network:SecurityRule"
 """A network security group's rule declared as its own resource (the program declares them inline)."""

@@ -11,8 +11,8 @@ container registry, the workspace itself and its diagnostic settings. Secure by 
 * data-holding resources (resource group, workspace, storage, key vault) are protected from
   deletion unless the stack sets ``workspace.protect: false``;
 * a primary **user-assigned** workspace identity gets the roles Microsoft documents for it (Azure gives a
-  user-assigned identity nothing by itself), on the dependencies before the workspace is created and on the
-  workspace after it: :data:`USER_ASSIGNED_GRANTS`.
+  user-assigned identity nothing by itself), on the dependencies before the workspace is created (which waits
+  until they can be in force: :mod:`infra.role_wait`) and on the workspace after it: :data:`USER_ASSIGNED_GRANTS`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_azure_native.applicationinsights as appinsights
+import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.containerregistry as acr
 import pulumi_azure_native.keyvault as keyvault
 import pulumi_azure_native.machinelearningservices as ml
@@ -39,6 +40,7 @@ from azurefacts.ids import (
     storage_public_network_access,
 )
 from infra.access import Grant, grant
+from infra.role_wait import RolesEffective
 from stack.infrastructure import Workspace as WorkspaceConfig
 
 TYPE = "aml-gpu-training:infra:Workspace"
@@ -220,7 +222,23 @@ class Workspace(pulumi.ComponentResource):
             name, args, {"storage": self.storage_account.id, "key_vault": self.key_vault.id,
                          "registry": self.registry.id, "insights": insights.id},
         )
+        # Azure RBAC takes up to 10 minutes to apply an assignment: the workspace is created once its identity's
+        # roles can be in force (infra.role_wait), not seconds after they were made.
+        roles_in_force: list[pulumi.Resource] = [RolesEffective(
+            f"{name}-identity-roles-effective", assignments=uai_grants,
+            purpose=f"workspace {cfg.name}'s user-assigned identity on its dependencies",
+            opts=pulumi.ResourceOptions(parent=self),
+        )] if uai_grants else []
 
+        self._pending = (name, args, group, logs, insights, [*uai_grants, *roles_in_force])
+
+    def complete(self, serverless_subnet_id: pulumi.Input[str]) -> None:
+        """Create the workspace itself, once the network exists: serverless compute is pinned to the stack's subnet
+        (``serverlessComputeSettings``), which must exist when the workspace is created."""
+        name, args, group, logs, insights, waits_for = self._pending
+        cfg = args.config
+        tags = {**(args.tags or {}), **cfg.tags}
+        child = pulumi.ResourceOptions(parent=self)
         cmk = cfg.customer_managed_key
         private = cfg.public_network_access == "Disabled"
         self.workspace = ml.Workspace(
@@ -249,6 +267,13 @@ class Workspace(pulumi.ComponentResource):
             hbi_workspace=cfg.high_business_impact,
             # Jobs and the studio reach the default datastores with their own identity, never account keys.
             system_datastores_auth_mode="identity",
+            # Serverless jobs run in the stack's subnet, their nodes without public IPs, as the clusters' do (Learn,
+            # how-to-secure-training-vnet.md: serverless_compute custom_subnet and no_public_ip; wire names of
+            # pulumi-azure-native 3.29's ServerlessComputeSettingsArgs, API 2025-12-01, as AVM's workspace module
+            # sends them). Left out, serverless jobs of this private workspace would run outside its network.
+            serverless_compute_settings=ml.ServerlessComputeSettingsArgs(
+                serverless_compute_custom_subnet=serverless_subnet_id, serverless_compute_no_public_ip=True,
+            ),
             # A private workspace cannot build images on Azure's shared build pool: it needs a cluster in the VNet.
             image_build_compute=cfg.image_build_compute.name if private else None,
             encryption=ml.EncryptionPropertyArgs(
@@ -272,12 +297,38 @@ class Workspace(pulumi.ComponentResource):
                 # The workspace's name is its identity for every job and datastore: replace it only by
                 # deleting first, and never on a change Azure can make in place.
                 delete_before_replace=True,
-                # A user-assigned identity must reach the dependencies when the workspace is created.
-                depends_on=uai_grants,
+                # What Azure cannot change on an existing workspace, a replacement (a new workspace: the old one's
+                # runs, models, data assets, environments and clusters go with it), which `protect` then blocks:
+                # hbi_workspace "can only be set when a workspace is created" (Learn, concept-data-encryption); the
+                # customer-managed key "can only be updated to another key in the original Azure Key Vault
+                # resource" (Learn, concept-customer-managed-keys, limitations): turning it on or off, or another
+                # vault, replaces; a new key version in the same vault (rotation) updates in place. Pulumi matches
+                # replaceOnChanges paths against the provider's diff paths at or below them, so adding the whole
+                # encryption block to an existing workspace is judged by `amlgpu plan --base` (planning.review
+                # compares paths both ways) and refused by Azure, not replaced.
+                replace_on_changes=["hbiWorkspace", "encryption.status", "encryption.keyVaultProperties.keyVaultArmId"],
+                # A user-assigned identity must reach the dependencies when the workspace is created: its roles
+                # made and in force.
+                depends_on=waits_for,
             ),
         )
         self.workspace_name = self.workspace.name
         self._grant_user_assigned(name, args, {"workspace": self.workspace.id})
+
+        if cfg.lock:
+            # Azure refuses to delete what is locked, whoever asks (Microsoft Learn, "Lock your resources"): the data
+            # holders, not the resource group, whose lock would keep the clusters from scaling down.
+            for key, target in (("workspace", self.workspace), ("storage", self.storage_account),
+                                ("kv", self.key_vault)):
+                authorization.ManagementLockByScope(
+                    f"{name}-{key}-lock",
+                    lock_name="do-not-delete",
+                    level="CanNotDelete",
+                    scope=target.id,
+                    notes=f"Workspace {cfg.name} (stack setting workspace.lock): lift the lock before deleting it; "
+                    "docs/operations.md, locks",
+                    opts=child,
+                )
 
         # Resource logs of the workspace, its key vault (Azure Policy cf820ca0) and its blob service, to Log
         # Analytics. Diagnostic settings are platform ingestion: unaffected by the public-access settings above.
@@ -312,7 +363,7 @@ class Workspace(pulumi.ComponentResource):
 
     def _grant_user_assigned(
         self, name: str, args: WorkspaceArgs, scopes: dict[str, pulumi.Input[str]]
-    ) -> list[pulumi.Resource]:
+    ) -> list[pulumi.CustomResource]:
         """The :data:`USER_ASSIGNED_GRANTS` on ``scopes`` for the primary user-assigned identity, if any."""
         uai = args.config.primary_user_assigned_identity
         if not uai:

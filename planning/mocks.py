@@ -17,6 +17,7 @@ from azurefacts.ids import UNKNOWN_SUBSCRIPTION
 SUBSCRIPTION_ID = UNKNOWN_SUBSCRIPTION
 TENANT_ID = "11111111-1111-1111-1111-111111111111"
 BUILD_CONTEXT_UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
+ROLES_EFFECTIVE = "pulumi-python:dynamic/amlgpu:RolesEffective"
 _IDS = uuid.UUID("0b7a64c4-3c0e-4a5f-8f8e-0e6f3c5a9d21")
 
 # type token -> (ARM provider/type path, the input holding the resource's own name)
@@ -56,6 +57,10 @@ _ARM: dict[str, tuple[str, str]] = {
     resource_types.PRIVATE_ENDPOINT: ("Microsoft.Network/privateEndpoints", "privateEndpointName"),
     resource_types.NAT_GATEWAY: ("Microsoft.Network/natGateways", "natGatewayName"),
     resource_types.PUBLIC_IP_ADDRESS: ("Microsoft.Network/publicIPAddresses", "publicIpAddressName"),
+    resource_types.SERVICE_ENDPOINT_POLICY: (
+        "Microsoft.Network/serviceEndpointPolicies",
+        "serviceEndpointPolicyName",
+    ),
     resource_types.PRIVATE_DNS_ZONE_GROUP: (
         "Microsoft.Network/privateEndpoints/{privateEndpointName}/privateDnsZoneGroups",
         "privateDnsZoneGroupName",
@@ -81,6 +86,11 @@ DEPLOYER_OBJECT_ID = _guid("operator")
 """The object id ``getClientConfig`` answers for the principal running the plan."""
 
 
+def user_assigned_principal(identity_id: str) -> str:
+    """The principal (object) id Azure answers for the user-assigned identity ``identity_id``."""
+    return _guid(identity_id, "principal")
+
+
 def arm_id(token: str, name: str, inputs: dict[str, Any]) -> str:
     """The ARM id Azure would give the resource (scoped resources hang off their ``scope``/``resourceUri``)."""
     if token == resource_types.ROLE_ASSIGNMENT:
@@ -88,6 +98,11 @@ def arm_id(token: str, name: str, inputs: dict[str, Any]) -> str:
     if token == BUILD_CONTEXT_UPLOAD:
         # The dynamic provider's id: the context's URI.
         return f"https://{inputs['accountName']}.blob.core.windows.net/{inputs['containerName']}/{inputs['prefix']}"
+    if token == resource_types.MANAGEMENT_LOCK:
+        return f"{inputs['scope']}/providers/Microsoft.Authorization/locks/{inputs['lockName']}"
+    if token == ROLES_EFFECTIVE:
+        # The dynamic provider's id (infra.role_wait): no Azure resource.
+        return f"roles-effective-{len(inputs.get('assignmentIds') or [])}"
     if token == resource_types.DIAGNOSTIC_SETTING:
         return f"{inputs['resourceUri']}/providers/Microsoft.Insights/diagnosticSettings/{inputs.get('name', name)}"
     path, name_key = _ARM.get(token, ("", ""))
@@ -114,7 +129,7 @@ def computed_outputs(token: str, name: str, inputs: dict[str, Any], resource_id:
         state["identity"] = {
             **identity,
             "userAssignedIdentities": {
-                uai: {"principalId": _guid(uai, "principal"), "clientId": _guid(uai, "client")}
+                uai: {"principalId": user_assigned_principal(uai), "clientId": _guid(uai, "client")}
                 for uai in identity.get("userAssignedIdentities") or []
             },
         }
@@ -156,6 +171,6 @@ class AzureMocks(pulumi.runtime.Mocks):
             # identity output reports for it (computed_outputs).
             identity = (f"/subscriptions/{subscription_id()}/resourceGroups/{args.args['resourceGroupName']}"
                         f"/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{args.args['resourceName']}")
-            return {"id": identity, "name": args.args["resourceName"], "principalId": _guid(identity, "principal"),
+            return {"id": identity, "name": args.args["resourceName"], "principalId": user_assigned_principal(identity),
                     "clientId": _guid(identity, "client"), "tenantId": TENANT_ID}, []
         raise NotImplementedError(f"the offline plan has no answer for the invoke {args.token}")

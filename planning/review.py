@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from azurefacts import availability
+from azurefacts import availability, resource_types
 from azurefacts.resource_types import COMPUTE
 from policies.cost import UNBOUNDED, UNKNOWN, CostReport
 from policies.markdown import code
@@ -33,6 +33,11 @@ from policies.markdown import text as markdown_text
 from stack.resolved import RUN_TYPE
 
 REPLACEMENTS = Path(__file__).resolve().parent.parent / "azurefacts" / "replacements.json"
+DESTROYS = {
+    resource_types.WORKSPACE: "a new workspace: the old one's run history, registered models, data assets, "
+    "environments and clusters are deleted with it",
+}
+"""What replacing a resource of a type destroys besides the resource, said beside the replacement."""
 PROJECT_PREFIX = "aml-gpu-training:"
 """Component types: logical groupings with no Azure resource of their own (runs are diffed apart)."""
 LIFECYCLE_OPTIONS = ("protect", "deleteBeforeReplace", "retainOnDelete", "replaceOnChanges", "ignoreChanges")
@@ -210,8 +215,9 @@ def verdict(resources: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, 
     parts: list[str] = []
     for r in resources:
         if r.get("blocked"):
+            lost = f"; {DESTROYS[r['type']]}" if r["type"] in DESTROYS and r["action"] == "replace" else ""
             parts.append(f"BLOCKED: would {'delete' if r['action'] == 'remove' else 'replace'} protected "
-                         f"{r['type'].rsplit(':', 1)[-1]} {r['name']} (pulumi up refuses)")
+                         f"{r['type'].rsplit(':', 1)[-1]} {r['name']} (pulumi up refuses{lost})")
     for r in resources:
         if r["action"] != "replace" or r.get("blocked"):
             continue
@@ -221,7 +227,8 @@ def verdict(resources: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, 
             parts.append(f"replaces cluster {r['parent'] or r['name']} ({why}): queued and running jobs on it are "
                          "cancelled and its nodes are released")
         else:
-            parts.append(f"replaces {r['type'].rsplit(':', 1)[-1]} {r['name']} ({why})")
+            lost = f": {DESTROYS[r['type']]}" if r["type"] in DESTROYS else ""
+            parts.append(f"replaces {r['type'].rsplit(':', 1)[-1]} {r['name']} ({why}){lost}")
     counts = {a: sum(1 for r in resources if r["action"] == a) for a in ("add", "update", "remove")}
     words = {"add": "added", "update": "updated in place", "remove": "removed"}
     summary = [f"{n} {words[a]}" for a, n in counts.items() if n]

@@ -41,7 +41,7 @@ from policies.stack import Owner, Stack
 from policies.summary import markdown
 from policies.waivers import governance_problems, reference_problems, to_records
 from policies.waivers import settings as waiver_settings
-from preflight.deploy import offline
+from preflight.offline import offline
 from stack import NAMESPACE, stackfile
 from stack.project import LoadedStack, find_root, load_stack
 from stack.resolved import RUN_TYPE, ResolvedRun

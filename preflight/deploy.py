@@ -1,11 +1,15 @@
-"""The preflight: what would stop the first ``pulumi up`` of a stack, found before it runs.
+"""The preflight's live half: what would stop the first ``pulumi up`` of a stack, read from Azure before it runs.
 
-Two halves. **Offline** (:func:`offline`), from the stack model alone (also written by ``amlgpu plan`` to
-``build/<stack>/preflight.json``): the vCPU demand per VM family and tier, and what the deploying principal
-needs. **Live** (:func:`live_checks`), read-only Azure Resource Manager calls with the deployer's credential,
-each an OK / PROBLEM / UNKNOWN row with a one-line fix: quota, size availability, permissions, a soft-deleted
-workspace, linked private DNS zones, the build-context upload's network path. What cannot be read is UNKNOWN,
-never PROBLEM. Each check and its API: docs/development.md, "preflight/deploy.py".
+Read-only calls to Azure Resource Manager with the deployer's own credential, each an OK / PROBLEM / UNKNOWN row
+with a one-line fix (:data:`LIVE`, in the order shown): resource providers registered; the size offered in the
+region and by Azure ML; quota per family and regional totals; permissions on the resource group (or the
+subscription before it exists) and on what the stack joins elsewhere; a soft-deleted workspace or key vault
+holding a name; a customer-managed key's vault; ``privatelink.*`` zones already linked to an existing network; an
+existing subnet's free addresses; the network path of the build-context upload. The offline half is
+:mod:`preflight.offline`.
+
+What cannot be read (no permission, an API error) is UNKNOWN, never PROBLEM: a PROBLEM row is evidence that
+``pulumi up`` would fail.
 """
 
 from __future__ import annotations
@@ -13,19 +17,36 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
-from azurefacts import skus
 from azurefacts.arm import ArmError, ArmReader
 from azurefacts.ids import PRIVATE_DNS_ZONES
 from azurefacts.naming import arm_region
 from kernel import regex as linear
+from preflight.checks import Check, Entry, Registry, Status
+from preflight.offline import (
+    BLOB_WRITE,
+    CMK_VAULT_NETWORK,
+    IDENTITY_ASSIGN,
+    IDENTITY_READ,
+    LOCKS_WRITE,
+    RESOURCE_GROUP_WRITE,
+    ROLE_ASSIGNMENTS_WRITE,
+    SUBNET_JOIN,
+    ZONE_JOIN,
+    Need,
+    _family_key,
+    addresses,
+    demand,
+    needs,
+    required_providers,
+    resource_group_scope,
+    usable,
+)
 from stack.config import StackConfig
-
-Status = Literal["OK", "PROBLEM", "UNKNOWN"]
 
 MLS_API = "2024-10-01"
 COMPUTE_SKUS_API = "2021-07-01"
@@ -35,173 +56,9 @@ PRIVATE_DNS_API = "2024-06-01"
 SOFT_DELETE_DAYS = 14
 """Azure ML keeps a deleted workspace soft-deleted this long by default (Microsoft Learn, concept-soft-delete)."""
 
-ROLE_ASSIGNMENTS_WRITE = "Microsoft.Authorization/roleAssignments/write"
-BLOB_WRITE = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
-SUBNET_JOIN = "Microsoft.Network/virtualNetworks/subnets/join/action"
-ZONE_JOIN = "Microsoft.Network/privateDnsZones/join/action"
-IDENTITY_READ = "Microsoft.ManagedIdentity/userAssignedIdentities/read"
-IDENTITY_ASSIGN = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
-RESOURCE_GROUP_WRITE = "Microsoft.Resources/subscriptions/resourceGroups/write"
-
-
-# --------------------------------------------------------------------------------------------- offline half
-
-
-@dataclass(frozen=True)
-class ClusterDemand:
-    name: str
-    size: str
-    max_instances: int
-    vcpus_per_node: int | None
-
-
-@dataclass(frozen=True)
-class Demand:
-    """vCPUs one VM family and tier needs when every cluster in it is scaled out."""
-
-    family: str | None
-    tier: Literal["dedicated", "low_priority"]
-    region: str
-    clusters: tuple[ClusterDemand, ...]
-
-    @property
-    def vcpus(self) -> int | None:
-        if any(c.vcpus_per_node is None for c in self.clusters):
-            return None
-        return sum(c.max_instances * (c.vcpus_per_node or 0) for c in self.clusters)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"family": self.family, "tier": self.tier, "region": self.region, "vcpus": self.vcpus,
-                "clusters": [asdict(c) for c in self.clusters]}
-
-
-@dataclass(frozen=True)
-class Need:
-    """One permission the deploying principal needs, where, and why."""
-
-    action: str
-    scope: str
-    why: str
-    data: bool = False
-    """A data action (dataActions), not a control-plane action."""
-
-
-_LOWER_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-
-
-def _family_key(family: str | None) -> str:
-    """Families compared as Azure spells them inconsistently: case, spaces and underscores ignored."""
-    return "".join(c for c in (family or "").lower() if c in _LOWER_ALNUM)
-
-
-def demand(config: StackConfig) -> list[Demand]:
-    """The vCPU demand per (family, tier, region), largest first; a size of unknown family stands alone."""
-    home = arm_region(config.workspace_location)
-    rows: list[tuple[str | None, str, str, ClusterDemand]] = [
-        (c.sku.family, c.tier, arm_region(c.location) if c.location else home,
-         ClusterDemand(c.name, c.size, c.max_instances, c.sku.vcpus)) for c in config.clusters
-    ]
-    if config.workspace.public_network_access == "Disabled":
-        builder = config.workspace.image_build_compute
-        vcpus, family = skus.CPU_SIZES.get(builder.size, (None, None))
-        rows.append((family, "dedicated", home,
-                     ClusterDemand(builder.name, builder.size, builder.max_instances, vcpus)))
-    grouped: dict[tuple[str, str, str], tuple[str | None, list[ClusterDemand]]] = {}
-    for family, tier, where, cluster in rows:
-        key = (_family_key(family) if family else f"?{cluster.size.lower()}", tier, where)
-        grouped.setdefault(key, (family, []))[1].append(cluster)
-    out = [Demand(family, tier, where, tuple(clusters))  # type: ignore[arg-type]
-           for (_, tier, where), (family, clusters) in grouped.items()]
-    return sorted(out, key=lambda d: (-(d.vcpus or 0), d.tier, d.region, d.family or ""))
-
-
-def resource_group_scope(subscription: str | None, config: StackConfig) -> str:
-    return f"/subscriptions/{subscription or '<subscription>'}/resourceGroups/{config.workspace.resource_group_name}"
-
-
-def needs(config: StackConfig, subscription: str | None = None) -> list[Need]:
-    """What the principal running ``pulumi up`` must be allowed to do, in the order it is needed."""
-    group = resource_group_scope(subscription, config)
-    out = [Need(RESOURCE_GROUP_WRITE, f"/subscriptions/{subscription or '<subscription>'}",
-                f"create resource group {config.workspace.resource_group_name} and everything in it "
-                "(Contributor or Owner on the subscription or the group)")]
-    identities = [c.name for c in config.clusters if c.identity.has_system_assigned]
-    if config.workspace.public_network_access == "Disabled":
-        identities.append(config.workspace.image_build_compute.name)
-    builds = sorted(e.name for e in config.environments if e.build is not None)
-    grants = [f"Storage Blob Data Contributor for the identities of clusters {', '.join(identities)} (Azure ML grants "
-              "their AcrPull on the workspace registry itself)"
-              ] if identities else []
-    uai = config.workspace.primary_user_assigned_identity
-    if uai:
-        grants.append("the roles Microsoft documents for the workspace's user-assigned identity on its storage, "
-                      "registry, key vault and Application Insights")
-    if builds:
-        grants.append("Storage Blob Data Contributor on the build-context container for the deployer itself")
-    if grants:
-        out.append(Need(ROLE_ASSIGNMENTS_WRITE, group, "; ".join(grants)
-                        + " (Owner, User Access Administrator or Role Based Access Control Administrator)"))
-    if builds:
-        out.append(Need(BLOB_WRITE, group + "/providers/Microsoft.Storage/storageAccounts/<workspace storage>"
-                        "/blobServices/default/containers/environment-builds",
-                        f"upload the build contexts of {', '.join(builds)}; pulumi up grants this data role to the "
-                        "deployer before the upload", data=True))
-    if uai:
-        out.append(Need(IDENTITY_READ, uai, "look up the user-assigned identity's principal to grant it its roles"))
-    for identity in _user_assigned(config):
-        out.append(Need(IDENTITY_ASSIGN, identity, "attach the user-assigned identity to the workspace or cluster "
-                        "that names it (Managed Identity Operator on it)"))
-    if config.network.subnet_id:
-        out.append(Need(SUBNET_JOIN, config.network.subnet_id,
-                        "put the clusters and private endpoints into the existing subnet (Network Contributor on it)"))
-    for zone, zone_id in sorted(config.network.private_dns_zone_ids.items()):
-        out.append(Need(ZONE_JOIN, zone_id, f"register the private endpoints' records in the existing {zone} zone "
-                        "(Private DNS Zone Contributor or Network Contributor on it)"))
-    return out
-
-
-def _user_assigned(config: StackConfig) -> list[str]:
-    """Every user-assigned identity the stack attaches (the workspace's and the clusters'), once each."""
-    found = [u.resource_id for u in config.workspace.identity.user_assigned_identities]
-    found += [u.resource_id for c in config.clusters for u in c.identity.user_assigned_identities]
-    return list(dict.fromkeys(found))
-
-
-def offline(config: StackConfig, stack: str, subscription: str | None = None) -> dict[str, Any]:
-    """The offline half as JSON (``build/<stack>/preflight.json``): demand and needed permissions."""
-    return {
-        "stack": stack,
-        "location": config.workspace_location,
-        "workspace": config.workspace.name,
-        "resource_group": config.workspace.resource_group_name,
-        "demand": [d.to_json() for d in demand(config)],
-        "permissions": [asdict(n) for n in needs(config, subscription)],
-    }
-
-
-def render_offline(config: StackConfig, subscription: str | None = None) -> list[str]:
-    """The offline half as text lines, for ``amlgpu plan`` and ``amlgpu preflight``."""
-    lines = ["vCPU demand when every cluster is scaled out:"]
-    for d in demand(config):
-        clusters = ", ".join(f"{c.name} {c.max_instances} x {c.size}" for c in d.clusters)
-        vcpus = f"{d.vcpus} vCPUs" if d.vcpus is not None else "? vCPUs (size not in the catalogue)"
-        lines.append(f"  {d.family or 'unknown family':<28} {d.tier:<12} {d.region:<14} {vcpus:>10}  {clusters}")
-    lines.append("The deploying principal needs:")
-    for n in needs(config, subscription):
-        lines.append(f"  {n.action}{' (data)' if n.data else ''} on {n.scope}")
-        lines.append(f"      {n.why}")
-    return lines
 
 
 # --------------------------------------------------------------------------------------------- live half
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
 
 
 @dataclass
@@ -424,6 +281,12 @@ def _permission_rows(ctx: Context, permissions: list[dict[str, Any]], where: str
         out.append(Check("permission: build-context upload (data role)", status, detail,
                          "" if status == "OK" else f"grant it Storage Blob Data Contributor on {group}, "
                          "or the right to create role assignments (above)"))
+    if LOCKS_WRITE in required:
+        locks = _allowed(permissions, LOCKS_WRITE)
+        out.append(Check("permission: create locks", "OK" if locks else "PROBLEM",
+                         f"{LOCKS_WRITE} on {group} is {'granted' if locks else 'not granted'} (workspace.lock)",
+                         "" if locks else f"have an Owner grant you User Access Administrator on {group}, or set "
+                         "workspace.lock: false and lock the resources yourself"))
     return out
 
 
@@ -550,27 +413,9 @@ def check_dns_links(ctx: Context) -> list[Check]:
 RESOURCES_API = "2021-04-01"
 KEY_VAULT_API = "2023-07-01"
 NETWORK_API = "2024-05-01"
-PROVIDERS = ("Microsoft.MachineLearningServices", "Microsoft.Storage", "Microsoft.KeyVault",
-             "Microsoft.ContainerRegistry", "Microsoft.Insights", "Microsoft.OperationalInsights", "Microsoft.Network")
-"""Resource providers every stack creates resources of."""
-REGISTERED_EVERYWHERE = ("Microsoft.Resources", "Microsoft.Authorization")
-"""Resource providers every subscription has registered (Microsoft Learn, "Resource providers and types")."""
 COSMOS_DB_APP = "a232010e-820c-4083-83bb-3ace5fc29d0b"
 """The Azure Cosmos DB first-party application (Azure public cloud), which needs get, wrapKey and unwrapKey on a
 workspace's customer-managed key (Microsoft Learn, "Use customer-managed keys with Azure Machine Learning")."""
-
-
-def required_providers(config: StackConfig) -> list[str]:
-    """The resource providers the subscription must have registered before the first ``pulumi up``: what the stack
-    creates, Microsoft.ManagedIdentity for user-assigned identities, and for a customer-managed key
-    Microsoft.DocumentDB and Microsoft.Search (Learn, "Use customer-managed keys with Azure Machine Learning":
-    prerequisites)."""
-    out = list(PROVIDERS)
-    if _user_assigned(config):
-        out.append("Microsoft.ManagedIdentity")
-    if config.workspace.customer_managed_key:
-        out += ["Microsoft.DocumentDB", "Microsoft.Search"]
-    return out
 
 
 def check_providers(ctx: Context) -> list[Check]:
@@ -715,6 +560,21 @@ def check_customer_managed_key(ctx: Context) -> list[Check]:
                                           else "soft delete and purge protection"),
                   "" if not missing else f"az keyvault update --name {vault_name} --enable-purge-protection true "
                   "(soft delete is on for every vault created since 2020; it cannot be turned on later)")]
+    acls = props.get("networkAcls") or {}
+    closed = str(props.get("publicNetworkAccess", "Enabled")).lower() == "disabled" or str(
+        acls.get("defaultAction", "Allow")).lower() == "deny"
+    if closed and str(acls.get("bypass", "AzureServices")).lower() != "azureservices":
+        rows.append(Check("customer-managed key vault network", "PROBLEM", f"{vault_name}'s firewall admits no trusted "
+                          f"Azure service (networkAcls.bypass: {acls.get('bypass')})", f"az keyvault update --name "
+                          f"{vault_name} --bypass AzureServices; {CMK_VAULT_NETWORK}"))
+    elif str(props.get("publicNetworkAccess", "Enabled")).lower() == "disabled":
+        rows.append(Check("customer-managed key vault network", "UNKNOWN", f"{vault_name} has public network access "
+                          "disabled: whether Azure Cosmos DB can set the key up through the trusted-services exception "
+                          "is not visible from here", f"if the workspace create fails on the key, enable public access "
+                          f"with default action Deny and bypass AzureServices; {CMK_VAULT_NETWORK}"))
+    else:
+        rows.append(Check("customer-managed key vault network", "OK", f"{vault_name} admits trusted Azure services"
+                          + (" (firewall deny by default, bypass AzureServices)" if closed else "")))
     identity = ctx.config.workspace.primary_user_assigned_identity
     grantees = f"Azure Cosmos DB (application {COSMOS_DB_APP})" + (
         f" and the workspace identity {identity.rsplit('/', 1)[-1]}" if identity else "")
@@ -797,22 +657,64 @@ def check_upload_path(ctx: Context) -> list[Check]:
                   f"run pulumi up on a runner inside {where} (the deploy workflow's DEPLOY_RUNNER_LABELS)")]
 
 
-LIVE_CHECKS: tuple[Callable[[Context], list[Check]], ...] = (
-    check_providers, check_sizes, check_aml_sizes, check_quota, check_permissions, check_soft_deleted,
-    check_deleted_key_vault, check_customer_managed_key, check_dns_links, check_upload_path,
-)
+def check_subnet_addresses(ctx: Context) -> list[Check]:
+    """An existing subnet has a free address for every node of every cluster at full scale and every private
+    endpoint (:func:`addresses`): its address ranges less Azure's five each, less the IP configurations already in
+    it (``Microsoft.Network/virtualNetworks/subnets`` GET: ``addressPrefix(es)``, ``ipConfigurations``)."""
+    subnet_id = ctx.config.network.subnet_id
+    name = "training subnet addresses"
+    need = addresses(ctx.config)
+    if not subnet_id:
+        size = usable(str(ctx.config.network.subnet_prefix))
+        return [Check(name, "OK" if need.needed <= size else "PROBLEM",
+                      f"the new subnet {ctx.config.network.subnet_prefix} has {size} usable, {need.needed} needed",
+                      "" if need.needed <= size else "a larger network.subnet_prefix, or lower max_instances")]
+    try:
+        subnet = ctx.arm.get(subnet_id, NETWORK_API)
+    except ArmError as err:
+        if err.status == 404:
+            return [Check(name, "PROBLEM", f"{subnet_id} does not exist ({err.code})", "fix network.subnet_id")]
+        return [_unknown(name, err, f"subnet {subnet_id.rsplit('/', 1)[-1]}")]
+    props = subnet.get("properties") or {}
+    prefixes = [str(p) for p in (props.get("addressPrefixes") or [props.get("addressPrefix")]) if p]
+    size = sum(usable(p) for p in prefixes)
+    used = len(props.get("ipConfigurations") or [])
+    free = size - used
+    nodes = ", ".join(f"{n} {c}" for n, c in need.clusters)
+    detail = (f"{free} free of {size} usable in {', '.join(prefixes)} ({used} in use); {need.needed} needed (max nodes "
+              f"{nodes}; {need.private_endpoints} private endpoints)")
+    if free >= need.needed:
+        return [Check(name, "OK", detail)]
+    return [Check(name, "PROBLEM", detail + ": clusters cannot scale out fully (Azure ML reports the subnet out of "
+                  "addresses when nodes are added)", "ask the network's owner for a larger subnet, or lower "
+                  "max_instances (a re-run counts this stack's own endpoints and nodes among those in use)")]
+
+
+LIVE: Registry[Context, StackConfig] = Registry([
+    Entry("resource providers", check_providers),
+    Entry("size offered", check_sizes),
+    Entry("Azure ML size", check_aml_sizes),
+    Entry("quota", check_quota),
+    Entry("permissions", check_permissions),
+    Entry("soft-deleted workspace", check_soft_deleted),
+    Entry("soft-deleted key vault", check_deleted_key_vault),
+    Entry("customer-managed key vault", check_customer_managed_key,
+          applies=lambda config: config.workspace.customer_managed_key is not None),
+    Entry("private DNS zones", check_dns_links),
+    Entry("training subnet addresses", check_subnet_addresses),
+    Entry("build-context network path", check_upload_path),
+])
+"""Every live check, in the order shown; each one's failure to read is its own UNKNOWN row."""
 
 
 def live_checks(ctx: Context) -> list[Check]:
-    """Every live check, in order; each one's failure to read is its own UNKNOWN row."""
-    return [row for check in LIVE_CHECKS for row in check(ctx)]
+    """Every live check's rows, in order."""
+    return LIVE.run(ctx, ctx.config)
 
 
-def unknown_rows(reason: str, fix: str) -> list[Check]:
-    """The live checks' rows when none can run (no credentials, no subscription)."""
-    names = ("resource providers", "size offered", "Azure ML size", "quota", "permissions", "soft-deleted workspace",
-             "soft-deleted key vault", "private DNS zones", "build-context network path")
-    return [Check(name, "UNKNOWN", reason, fix) for name in names]
+def unknown_rows(config: StackConfig, reason: str, fix: str) -> list[Check]:
+    """The live checks' rows when none can run (no credentials, no subscription, a refused token)."""
+    return LIVE.unknown(config, reason, fix)
 
 
 def now() -> datetime:

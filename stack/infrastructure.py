@@ -113,6 +113,12 @@ class Workspace(Model):
     tags: dict[str, str] = {}
     protect: StrictBool = True
     """Protect the workspace, its storage and key vault from deletion (``pulumi destroy`` refuses)."""
+    lock: StrictBool = False
+    """A ``CanNotDelete`` management lock on the workspace, its storage account and key vault: Azure itself refuses
+    their deletion, from the portal or the CLI too, until the lock is removed (``protect`` stops only ``pulumi
+    destroy``). The resource group is not locked: Microsoft Learn ("Lock your resources") warns that such a lock
+    keeps Azure ML clusters from scaling down. A locked workspace's clusters cannot be deleted or replaced, nor
+    role assignments on the locked resources removed, until the lock is lifted (docs/operations.md, locks)."""
     log_retention_days: Annotated[StrictInt, Field(ge=30, le=730)] = 30
     monitoring_public_network_access: Literal["Disabled", "Enabled"] | None = None
     """Public ingestion and query of Application Insights and Log Analytics; defaults to
@@ -160,6 +166,69 @@ class Workspace(Model):
 
 # --------------------------------------------------------------------------------------------- network
 
+_SERVICE_TAG = linear.compile(r"^[A-Z][A-Za-z0-9]*(\.[A-Za-z0-9]+)?$")
+"""A service tag as Azure spells them (``Storage``, ``Storage.WestEurope``, ``AzureFrontDoor.FirstParty``): a host name
+(lower case) is not one."""
+
+
+class EgressAllow(Model):
+    """Outbound traffic a team's jobs need beyond Azure ML's own (a package index, a model hub, a storage account in
+    another region): an NSG rule, so destinations are addresses or service tags, not host names."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
+    """Part of the NSG rule's name (``allow-team-<name>-out``)."""
+    destinations: Annotated[list[str], Field(min_length=1, max_length=100)]
+    """IPv4 addresses or CIDR ranges, or Azure service tags (``Storage.EastUS``, ``AzureFrontDoor.Frontend``)."""
+    ports: Annotated[list[Annotated[StrictInt, Field(ge=1, le=65535)]], Field(min_length=1)] = [443]
+    """Destination ports."""
+    protocol: Literal["Tcp", "Udp", "*"] = "Tcp"
+    """The NSG rule's protocol (``*``: any)."""
+
+    @field_validator("destinations")
+    @classmethod
+    def _addresses_or_tags(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                network = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                if _SERVICE_TAG.match(entry) and entry.lower() not in {"internet", "any"}:
+                    continue
+                raise ValueError(f"{entry!r} is neither an IPv4 address or CIDR range nor a service tag (an NSG "
+                                 "rule matches addresses, not host names: list the host's addresses, or route "
+                                 "through a firewall with FQDN rules; docs/operations.md, egress)") from None
+            if network.version != 4:
+                raise ValueError(f"{entry!r}: the training subnet is IPv4 only")
+            if network.prefixlen == 0:
+                raise ValueError(f"{entry!r} is the whole Internet: set egress.restrict: false instead, in review")
+        return value
+
+
+class Egress(Model):
+    """What the training subnet may reach outside Azure ML's own service tags (a new network's NSG)."""
+
+    restrict: StrictBool | None = None
+    """Deny outbound Internet traffic below the service tags Azure ML needs and ``allow``. Left out: on for a
+    high-business-impact workspace, off otherwise."""
+    allow: Annotated[list[EgressAllow], Field(max_length=100)] = []
+    """Outbound rules of the team's own, above the deny (package indexes, model hubs, datasets elsewhere)."""
+    storage_endpoint_policy: StrictBool = False
+    """A service endpoint policy on the subnet: storage reached through its service endpoint is only the workspace's
+    account, ``storage_accounts`` and the Microsoft-managed accounts of Azure ML's alias (Microsoft Learn, "Azure
+    Machine Learning data exfiltration prevention")."""
+    storage_accounts: list[Annotated[str, Field(pattern=r"^/subscriptions/[^/]+/resource[Gg]roups/[^/]+/providers/"
+                                                        r"Microsoft\.Storage/storageAccounts/[^/]+$")]] = []
+    """More storage accounts the endpoint policy admits (datasets a team reads)."""
+
+    @model_validator(mode="after")
+    def _accounts_need_policy(self) -> Egress:
+        if self.storage_accounts and not self.storage_endpoint_policy:
+            raise ValueError("storage_accounts are admitted by the storage endpoint policy: set "
+                             "storage_endpoint_policy: true")
+        return self
+
+    def restricted(self, high_business_impact: bool) -> bool:
+        return self.restrict if self.restrict is not None else high_business_impact
+
 
 class Network(Model):
     """A new virtual network (``address_space`` + ``subnet_prefix``) or an existing ``subnet_id``."""
@@ -187,6 +256,8 @@ class Network(Model):
     (Azure Policy 7bca8353 "Subnets should be private") and no-public-IP nodes reach Azure ML's service tags through
     ``nat_gateway_id`` or a NAT gateway the stack creates. True: Azure's default outbound access and no NAT gateway.
     Fixed when the subnet is created."""
+    egress: Egress = Egress()
+    """Outbound traffic of a new training subnet (its NSG); an existing subnet's is its owner's."""
     private_dns_zone_ids: dict[str, str] = {}
     """Existing private DNS zones (zone name -> resource id), e.g. a hub's central zones: the private endpoints
     use them and the stack neither creates nor links them. Zones not listed are created and linked to the
@@ -246,7 +317,7 @@ class Network(Model):
     @model_validator(mode="after")
     def _prefix_inside_space(self) -> Network:
         if self.subnet_id:
-            given = [k for k in ("nat_gateway_id", "default_outbound_access") if k in self.model_fields_set]
+            given = [k for k in ("nat_gateway_id", "default_outbound_access", "egress") if k in self.model_fields_set]
             if given:
                 raise ValueError(
                     f"{given[0]} applies to a new subnet; an existing subnet_id keeps its owner's settings"

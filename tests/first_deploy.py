@@ -26,6 +26,15 @@ never by the plan's dependency graph). Each rule cites where Azure documents it:
   ``IdentityForCmk``: "UserAssignedIdentity to be used to fetch the encryption key from keyVault"); without
   it the service uses the system-assigned identity, created with the workspace and granted nothing on the vault
   (Learn, CMK how-to: the identity must be given access to the key);
+* ``roles in force``: a workspace with a primary user-assigned identity reaches its storage, key vault, registry
+  and Application Insights with that identity when it is created; a role the identity holds on one of them whose
+  assignment is younger than :data:`RBAC_PROPAGATION_S` is not in force yet, and the workspace is left without its
+  default datastores (MicrosoftDocs/azure-docs#111772; Learn, "Troubleshoot Azure RBAC": changes can take up to 10
+  minutes). The identity's principal is the one Azure answers for it (:func:`planning.mocks.user_assigned_principal`).
+  The clusters' identities use their roles only when jobs run, after the deploy; the deployer's is judged by the
+  blob data plane below. The stack's wait (:mod:`infra.role_wait`) runs for real against a fake Resource Manager
+  that answers each assignment's GET with the recorded shape (``tests/fixtures/arm-preflight/role-assignment*.json``)
+  and its ``createdOn`` at the simulated instant it was made, on the simulated clock;
 * ``one zone per name``: a private DNS zone linked to a network that already has a zone of the same name linked
   is refused (Learn, "What is a private Azure DNS zone": a network can be linked to one zone of a name);
 * ``blob data plane`` (the build-context upload, run for real over a fake Blob endpoint): a request reaches a
@@ -48,6 +57,7 @@ import ipaddress
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -56,16 +66,29 @@ from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.core.pipeline.transport import HttpTransport, RequestsTransportResponse
 from requests.structures import CaseInsensitiveDict
 
+from azurefacts.arm import ArmReader
 from azurefacts.ids import STORAGE_BLOB_DATA_CONTRIBUTOR
 from azurefacts.naming import arm_region
 from infra.build_context import PROPAGATION_WAIT_S, UploadError, upload_context
-from planning.mocks import BUILD_CONTEXT_UPLOAD, DEPLOYER_OBJECT_ID, arm_id
+from infra.role_wait import RoleWaitError, wait_for_roles
+from planning.mocks import (
+    BUILD_CONTEXT_UPLOAD,
+    DEPLOYER_OBJECT_ID,
+    ROLES_EFFECTIVE,
+    arm_id,
+    user_assigned_principal,
+)
 from policies.graph import DependencyGraph, Key
 from stack.config import StackConfig
+from tests.replay_http import RECORDED as ARM_RECORDED
+from tests.replay_http import Answer, Replay, transport
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures/blob-rest/responses.json").read_text())
 RBAC_PROPAGATION_S = 600.0
 """The worst case Microsoft documents for a role assignment to take effect (Troubleshoot Azure RBAC)."""
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+"""The wall-clock instant the replay's simulated second 0 stands for (the fake ARM's ``createdOn``)."""
+DYNAMIC = (BUILD_CONTEXT_UPLOAD, ROLES_EFFECTIVE)
 
 COMPUTE = "azure-native:machinelearningservices:Compute"
 WORKSPACE = "azure-native:machinelearningservices:Workspace"
@@ -169,7 +192,7 @@ class FirstDeploy:
         self.profile = profile
         self.ids: dict[Key, str] = {
             k: _norm(arm_id(k[0], k[1], dict(r.get("inputs") or {}))) for k, r in self.graph.resources.items()
-            if k in self.graph.custom() and k[0] != BUILD_CONTEXT_UPLOAD
+            if k in self.graph.custom() and k[0] not in DYNAMIC
         }
         self.by_id = {i: k for k, i in self.ids.items()}
         self.outcome = Outcome()
@@ -223,12 +246,15 @@ class FirstDeploy:
     def create(self, key: Key, at: float) -> float:
         if key[0] == BUILD_CONTEXT_UPLOAD:
             return self.upload(key, at)
+        if key[0] == ROLES_EFFECTIVE:
+            return self.wait_for_roles(key, at)
         self.check_registration(key)
         self.check_references(key, at)
         if key[0] == COMPUTE:
             self.check_no_public_ip_compute(key, at)
         if key[0] == WORKSPACE:
             self.check_cmk_identity(key)
+            self.check_identity_roles_in_force(key, at)
         if key[0] == ZONE_LINK:
             self.check_one_zone_per_name(key, at)
         return at + self.profile.get(key[0], DEFAULT_S)
@@ -280,6 +306,23 @@ class FirstDeploy:
         if _norm(chosen) not in users:
             raise Refused("the workspace reached its customer-managed key with its system-assigned identity, which "
                           "holds no access to the key vault (encryption.identity.userAssignedIdentity is not set)")
+
+    def check_identity_roles_in_force(self, key: Key, at: float) -> None:
+        inputs = self.resource(key)
+        identity = str(inputs.get("primaryUserAssignedIdentity") or "")
+        if not identity:
+            return
+        principal = user_assigned_principal(identity)
+        for field_name in ("storageAccount", "keyVault", "containerRegistry", "applicationInsights"):
+            target = _norm(str(inputs.get(field_name) or ""))
+            for assignment in self.of(ASSIGNMENT):
+                role = self.resource(assignment)
+                if role.get("principalId") != principal or _norm(str(role.get("scope", ""))) != target:
+                    continue
+                made = self.finish(assignment)
+                if at < made + RBAC_PROPAGATION_S:
+                    raise Refused(f"the default datastores were not created: identity {identity.rsplit('/', 1)[-1]}'s "
+                                  f"role on its {field_name} was assigned {int(at - made)} s before, not in force yet")
 
     def check_one_zone_per_name(self, key: Key, at: float) -> None:
         inputs = self.resource(key)
@@ -348,6 +391,19 @@ class FirstDeploy:
                  and (container + "/").startswith(_norm(str(self.resource(a).get("scope", ""))) + "/")
                  and not any(r in self.graph.waits_for(a) for r in self._running)]
         return min(times, default=float("inf"))
+
+    # ----------------------------------------------------------------------------------- the role wait
+
+    def wait_for_roles(self, key: Key, at: float) -> float:
+        clock = Clock(at)
+        arm = ArmReader(EntraToken(), transport=transport(FakeResourceManager(self, clock)), retries=0)
+        try:
+            wait_for_roles(arm, [str(i) for i in self.resource(key).get("assignmentIds") or []],
+                           wait_s=PROPAGATION_WAIT_S, sleep=clock.sleep, clock=clock.now,
+                           utcnow=lambda: EPOCH + timedelta(seconds=clock.now()))
+        except RoleWaitError as err:
+            raise Refused(str(err)) from None
+        return clock.now()
 
     # ----------------------------------------------------------------------------------- the upload
 
@@ -426,6 +482,31 @@ class FakeBlobStorage(HttpTransport):  # type: ignore[type-arg]
     def __enter__(self) -> FakeBlobStorage:
         return self
     def __exit__(self, *_: Any) -> None: ...
+
+
+class FakeResourceManager(Replay):
+    """Resource Manager's role-assignment GETs as Azure answers them at the simulated instant: the recorded body
+    with the assignment's own id, scope, principal and ``createdOn``, or the recorded 404 before it exists."""
+
+    def __init__(self, deploy: FirstDeploy, clock: Clock) -> None:
+        super().__init__({})
+        self.deploy, self.clock = deploy, clock
+
+    def _answer(self, request: requests.PreparedRequest) -> Answer:
+        wanted = _norm(str(request.path_url).split("?")[0])
+        now = self.clock.now()
+        for assignment in self.deploy.of(ASSIGNMENT):
+            if self.deploy.ids[assignment] == wanted and self.deploy.exists(assignment, now):
+                inputs = self.deploy.resource(assignment)
+                body = json.loads((ARM_RECORDED / "role-assignment.json").read_text())
+                created = (EPOCH + timedelta(seconds=self.deploy.finish(assignment))).isoformat().replace(
+                    "+00:00", "Z")
+                body["properties"].update(scope=inputs["scope"], principalId=inputs["principalId"],
+                                          principalType=inputs.get("principalType"), createdOn=created,
+                                          updatedOn=created)
+                body.update(id=str(request.path_url).split("?")[0], name=wanted.rsplit("/", 1)[-1])
+                return Answer(200, body)
+        return Answer(404, "role-assignment-not-found.json")
 
 
 def _strings(value: Any) -> list[str]:

@@ -82,6 +82,9 @@ NAME_RULES: dict[str, tuple[str, str, str]] = {
     "azure-native:privatedns:PrivateZone": ("privateZoneName", _DNS, "a DNS name of two or more labels"),
     "azure-native:privatedns:VirtualNetworkLink": ("virtualNetworkLinkName", _SUBNET_LIKE, "1-80"),
     "azure-native:authorization:RoleAssignment": ("roleAssignmentName", _GUID, "a GUID"),
+    "azure-native:authorization:ManagementLockByScope": ("lockName", r"[^<>*%{}&:\\?+/#|]{0,89}[^<>*%{}&:\\?+/#|. ]",
+                                                         "1-90, none of <>*%{}&:\\?+/#|, no trailing '.' or space"),
+    "azure-native:network:ServiceEndpointPolicy": ("serviceEndpointPolicyName", _SUBNET_LIKE, "1-80"),
     "azure-native:monitor:DiagnosticSetting": ("name", r"[^*#&+:<>?/%\\]{1,260}", "1-260, none of *#&+:<>?/%\\"),
     "azure-native:managedidentity:UserAssignedIdentity": ("resourceName", r"[A-Za-z0-9][A-Za-z0-9_-]{2,127}", "3-128"),
 }

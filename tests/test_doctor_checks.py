@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from amlgpu.cli import main
-from amlgpu.commands import doctor
+from jobs.emulate.mpi import MpiUnavailable, find_mpirun
+from preflight import machine as doctor
 from tests.conftest import ROOT
 
 SECRET = "s3cr3t-value-that-must-not-leak"
@@ -84,7 +85,7 @@ def test_pulumi_found_or_how_to_install(bin_dir: Path) -> None:
     (None, "WARN", "not on PATH"),
 ])
 def test_mpirun(bin_dir: Path, mpi: str | None, status: str, says: str) -> None:
-    check = doctor.check_mpirun({"PATH": str(_with_tools(bin_dir, mpi=mpi))})
+    check = doctor.check_mpirun({"PATH": str(_with_tools(bin_dir, mpi=mpi))}, find_mpirun, MpiUnavailable)
     assert check.status == status and says in check.detail, check
     if status != "OK":
         assert "openmpi-bin" in check.fix

@@ -147,7 +147,9 @@ def test_an_upload_that_races_its_network_path_is_retried_until_the_path_exists(
 
 
 def test_the_deployer_role_takes_effect_late_and_the_upload_outwaits_it(planned: Callable[[str], Planned]) -> None:
-    resources, deployer = planned("prod")
+    # dev: in prod the uploads now come after the workspace, which waits for its identity's roles (above), by when
+    # the deployer's role is old enough; dev has no such wait, and its uploads race the role.
+    resources, deployer = planned("dev")
     deploy = FirstDeploy(resources, root=ROOT, deployer=deployer, subscription=Subscription(REGISTERED),
                          profile=PROFILES["azure-like"])
     outcome = deploy.run()
@@ -192,3 +194,52 @@ def test_an_unregistered_provider_is_refused(planned: Callable[[str], Planned], 
     outcome = replay(resources, deployer, registered=REGISTERED - {missing})
     assert outcome.failures() and all("MissingSubscriptionRegistration" in f for f in outcome.failures())
     assert any(missing in f for f in outcome.failures())
+
+
+ROLES = "pulumi-python:dynamic/amlgpu:RolesEffective"
+WORKSPACE = "azure-native:machinelearningservices:Workspace"
+
+
+def test_the_workspace_waits_until_its_identitys_roles_are_in_force(planned: Callable[[str], Planned]) -> None:
+    resources, deployer = planned("prod")
+    outcome = replay(resources, deployer)
+    assert outcome.converged
+    grants = [k for k in outcome.finished if k[0] == "azure-native:authorization:RoleAssignment"
+              and k[1].startswith("mlw-gpu-prod-identity-") and k[1] != "mlw-gpu-prod-identity-workspace-contributor"]
+    assert len(grants) == 6
+    workspace = outcome.started[(WORKSPACE, "mlw-gpu-prod-workspace")]
+    # Polled every 15 s from the last grant until it is 10 minutes old.
+    assert max(outcome.finished[g] for g in grants) + 600.0 <= workspace <= max(
+        outcome.finished[g] for g in grants) + 600.0 + 15.0
+
+
+def _without_the_wait(resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kept = [r for r in resources if r["type"] != ROLES]
+    for resource in kept:
+        options = resource.get("options") or {}
+        options["dependsOn"] = [d for d in options.get("dependsOn", []) if d["type"] != ROLES]
+    return kept
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_the_replay_fails_without_the_role_wait(planned: Callable[[str], Planned], profile: str) -> None:
+    resources, deployer = planned("prod")
+    assert any(r["type"] == ROLES for r in resources)
+    outcome = replay(_without_the_wait(resources), deployer, profile)
+    assert [f.split(":")[0] for f in outcome.failures()] == ["Workspace mlw-gpu-prod-workspace"], outcome.failures()
+    assert "default datastores were not created" in outcome.failures()[0]
+    assert "not in force yet" in outcome.failures()[0]
+
+
+def test_the_replay_fails_when_the_wait_does_not_wait(planned: Callable[[str], Planned],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait resource kept, its poll satisfied at once: the workspace is refused as without it."""
+    monkeypatch.setattr("infra.role_wait.TAKES_EFFECT_S", 0.0)
+    resources, deployer = planned("prod")
+    outcome = replay(resources, deployer)
+    assert [f.split(":")[0] for f in outcome.failures()] == ["Workspace mlw-gpu-prod-workspace"]
+
+
+def test_stacks_without_a_user_assigned_identity_plan_no_wait(planned: Callable[[str], Planned]) -> None:
+    resources, _ = planned("dev")
+    assert not [r for r in resources if r["type"] == ROLES]

@@ -217,3 +217,40 @@ def test_bad_network_settings_name_the_key(network: dict[str, Any], key: str, me
     with pytest.raises(ConfigError) as caught:
         build(values, location="westeurope", file="Pulumi.test.yaml", root=ROOT)
     assert caught.value.key == f"{NS}:{key}" and message in caught.value.message
+
+
+def _refused_by_fe8a9af4(resource: dict[str, Any]) -> bool:
+    """The condition of "Public IPs and Public IP prefixes should have FirstPartyUsage tag" (Azure/azure-policy
+    built-in-policies/policyDefinitions/Network/PublicIPWithFPUOnly_Audit.json @ f4a50bac) on a planned address."""
+    inputs = resource["inputs"]
+    no_prefix = not (inputs.get("publicIPPrefix") or {}).get("id")
+    tagged = [t for t in inputs.get("ipTags") or [] if t.get("ipTagType") == "FirstPartyUsage"]
+    return no_prefix and not tagged
+
+
+def _refused_by_db4f9b05(resource: dict[str, Any]) -> bool:
+    """StorageAccountOnlyVnetRulesEnabledWithDatabricksExcluded_Audit.json @ f4a50bac: default action not Deny, or
+    any IP rule."""
+    rules = resource["inputs"].get("networkRuleSet") or {}
+    return rules.get("defaultAction") != "Deny" or len(rules.get("ipRules") or []) >= 1
+
+
+def test_the_unmet_builtins_are_unmet_where_the_table_says(dev_plan: Plan, prod_plan: Plan) -> None:
+    dev_ips = [r.to_json() for r in dev_plan.by_type("azure-native:network:PublicIPAddress")]
+    assert len(dev_ips) == 1 and _refused_by_fe8a9af4(dev_ips[0])  # the NAT gateway's address
+    assert not prod_plan.by_type("azure-native:network:PublicIPAddress")  # an existing subnet: no address
+    assert _refused_by_db4f9b05(only(dev_plan, STORAGE))  # dev lists an operator range
+    assert not _refused_by_db4f9b05(only(prod_plan, STORAGE))
+
+
+def test_the_policy_table_names_each_audited_builtin_where_it_belongs() -> None:
+    text = (ROOT / "docs" / "azure-policy.md").read_text()
+    sections = {title: body for title, _, body in (part.partition("\n") for part in text.split("\n## "))}
+    settings = next(b for t, b in sections.items() if t.startswith("Stack settings"))
+    not_adopted = next(b for t, b in sections.items() if t.startswith("Not adopted"))
+    audit_only = next(b for t, b in sections.items() if t.startswith("Audit only"))
+    assert "`fe8a9af4-a003-4c7d-b7a4-b9808310c4f8`" in settings and "`db4f9b05-5ffd-4b34-b714-3c710dbb3fd6`" in settings
+    assert "`40cec1dd-a100-4920-b15b-3024fe8901ab`" in not_adopted and "`5f0bc445-3935-4915-9981-011aa2b46147`" in \
+        not_adopted
+    assert "`a6abeaec-4d90-4a02-805f-6b26c4d3fbe9`" in audit_only
+    assert "`a6abeaec-4d90-4a02-805f-6b26c4d3fbe9` | Audit, Deny" not in text  # it cannot Deny

@@ -184,6 +184,18 @@ def add_nsg_rule(source: str, port: str) -> Mutation:
     return mutate
 
 
+def deny_internet_out(b: Baseline) -> None:
+    b.inputs(NSG)["securityRules"].append({
+        "name": "deny-internet-out", "priority": 4000, "direction": "Outbound", "access": "Deny", "protocol": "*",
+        "sourceAddressPrefix": "VirtualNetwork", "sourcePortRange": "*", "destinationAddressPrefix": "Internet",
+        "destinationPortRange": "*",
+    })
+
+
+def open_egress(b: Baseline) -> None:
+    b.inputs(NSG)["securityRules"] = [r for r in b.inputs(NSG)["securityRules"] if r["name"] != "deny-internet-out"]
+
+
 MANAGED_NETWORK = {"isolationMode": "AllowOnlyApprovedOutbound", "outboundRules": {
     "storage": {"type": "PrivateEndpoint",
                 "destination": {"serviceResourceId": "/subscriptions/x", "subresourceTarget": "blob"}},
@@ -288,6 +300,8 @@ CASES = [
     # network
     Case("nsg-no-internet-inbound", add_nsg_rule("Internet", "22"), "network", "22 (SSH)",
          comply=add_nsg_rule("AzureMachineLearning", "44224")),
+    Case("egress-restricted-for-hbi", open_egress, "network", "reach the whole Internet",
+         comply=both(setting(WS, "hbiWorkspace", True), deny_internet_out)),
     Case("subnet-has-nsg", setting(SUBNET, "networkSecurityGroup", ...), "network", "no network security group"),
     Case("private-endpoint-dns", drop(DNS_GROUP, "mlw-gpu-dev-registry-dns"), WORKSPACE, "no private DNS zone group"),
     # compute

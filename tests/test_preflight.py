@@ -17,7 +17,9 @@ from azure.identity import EnvironmentCredential
 
 from amlgpu.cli import build_parser, main
 from amlgpu.commands import preflight as command
-from preflight.deploy import _allowed, demand
+from preflight.checks import EXIT_NOTHING_CHECKED, Check, nothing_checked, shared_cause
+from preflight.deploy import _allowed
+from preflight.offline import demand
 from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.replay_http import NO_HOST, RECORDED, RecordedToken, Replay, bearer_claims, transport
@@ -28,6 +30,8 @@ HUB = "22222222-2222-2222-2222-222222222222"
 ARM = "GET https://management.azure.com"
 DEV_RG = f"/subscriptions/{SUB}/resourceGroups/rg-aml-gpu-dev"
 PROD_RG = f"/subscriptions/{SUB}/resourceGroups/rg-aml-gpu-prod"
+PROD_SUBNET = (f"/subscriptions/{HUB}/resourceGroups/rg-network-prod/providers/Microsoft.Network/virtualNetworks/"
+               "vnet-hub-eastus2/subnets/snet-aml-training")
 HUB_DNS = f"/subscriptions/{HUB}/resourceGroups/rg-dns-hub/providers/Microsoft.Network/privateDnsZones"
 ZONES = ("privatelink.api.azureml.ms", "privatelink.azurecr.io", "privatelink.blob.core.windows.net",
          "privatelink.file.core.windows.net", "privatelink.notebooks.azure.net", "privatelink.vaultcore.azure.net")
@@ -98,6 +102,7 @@ def prod_routes() -> dict[str, tuple[int, str | dict[str, Any]]]:
             (200, "permissions-reader.json"),
         f"{ARM}/subscriptions/{HUB}/resourceGroups/rg-keys/providers/Microsoft.KeyVault/vaults/kv-ml-keys-prod":
             (200, "key-vault-cmk.json"),
+        f"{ARM}{PROD_SUBNET}": (200, "subnet-hub.json"),
         f"{ARM}/subscriptions/{SUB}/providers/Microsoft.KeyVault/locations/eastus2/deletedVaults/"
         f"{load_stack('prod', ROOT).config.workspace.key_vault_name}": (200, "deleted-vault.json"),
     }
@@ -150,6 +155,7 @@ def test_a_ready_stack_passes_every_check(preflight: Run, tmp_path: Path) -> Non
         "permission: build-context upload (data role)": "OK",
         "soft-deleted workspace": "OK",
         "private DNS zones": "OK",
+        "training subnet addresses": "OK",
         "build-context network path": "OK",
     }
     assert rows(report)["quota standardNDASv4_A100Family dedicated"][1] == \
@@ -190,6 +196,7 @@ def test_prod_against_a_contributor_and_a_hub_network_lists_each_problem(preflig
         "Azure ML size Standard_ND96isr_H200_v5 (h200)",
         "permission: create role assignments",
         "permission: build-context upload (data role)",
+        "permission: create locks",  # prod locks its data holders; Contributor cannot
         "permission: join the existing subnet",
         "permission: assign user-assigned identity id-aml-prod",
         "soft-deleted workspace",
@@ -238,22 +245,26 @@ def test_missing_credentials_give_one_line_and_unknown_rows(preflight: Run, caps
     # azure-identity's own EnvironmentCredential with no AZURE_* variables: what a fresh machine has.
     code, report, replay = preflight("--stack", "dev", "--subscription", SUB, routes={},
                                      credential=EnvironmentCredential())
-    assert code == 0
+    # Nothing could be checked: a CI step with broken credentials must not go green (issue 38).
+    assert code == EXIT_NOTHING_CHECKED == 3 and report["nothing_checked"] is True
     assert {c["status"] for c in report["checks"]} == {"UNKNOWN"}
-    assert len(report["checks"]) == 9
+    assert len(report["checks"]) == 10  # one per live check, the subnet's addresses included
     assert report["checks"][0]["detail"].startswith("no usable Azure credentials (EnvironmentCredential")
     assert replay.calls == []
     args = build_parser().parse_args(["preflight", "--stack", "dev", "--subscription", SUB, "--strict"])
-    assert command.run(args, credential=EnvironmentCredential()) == 1
+    assert command.run(args, credential=EnvironmentCredential()) == EXIT_NOTHING_CHECKED
     text = capsys.readouterr().out
-    assert text.count("no usable Azure credentials") == 10  # the notice line and one per UNKNOWN row
+    assert text.count("no usable Azure credentials") == 1  # the shared cause, once
+    assert "Nothing could be checked: no usable Azure credentials" in text
+    assert "  fix: run `az login`" in text
+    assert "  not checked: resource providers, size offered, Azure ML size, quota, permissions" in text
     assert "Traceback" not in text
 
 
 def test_a_refused_token_stops_at_the_first_call(preflight: Run) -> None:
     routes = {key: (401, "unauthorized.json") for key in dev_routes()}
     code, report, replay = preflight("--stack", "dev", "--subscription", SUB, routes=routes)
-    assert code == 0
+    assert code == EXIT_NOTHING_CHECKED
     assert {c["status"] for c in report["checks"]} == {"UNKNOWN"}
     assert "InvalidAuthenticationToken" in report["checks"][0]["detail"]
     assert len(replay.calls) == 1
@@ -295,6 +306,7 @@ def test_offline_looks_up_no_credentials(preflight: Run) -> None:
     assert actions == ["Microsoft.Resources/subscriptions/resourceGroups/write",
                        "Microsoft.Authorization/roleAssignments/write",
                        "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write",
+                       "Microsoft.Authorization/locks/write",  # prod: workspace.lock
                        "Microsoft.ManagedIdentity/userAssignedIdentities/read",
                        "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
                        "Microsoft.Network/virtualNetworks/subnets/join/action",
@@ -329,7 +341,7 @@ def test_a_cluster_in_another_region_is_checked_there(preflight: Run, tmp_path: 
 
 def test_no_subscription_is_said_not_guessed(preflight: Run) -> None:
     code, report, _ = preflight("--stack", "dev", routes={})
-    assert code == 0
+    assert code == EXIT_NOTHING_CHECKED
     assert report["checks"][0]["detail"].startswith("no subscription: set azure-native:subscriptionId")
 
 
@@ -413,3 +425,79 @@ def test_every_azure_call_signs_in_as_pulumi_up_does(monkeypatch: pytest.MonkeyP
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     assert type(default_credential()).__name__ == expected
+
+
+def _prod_subnet(prefix: str, configurations: int) -> tuple[int, dict[str, Any]]:
+    subnet = json.loads((RECORDED / "subnet-hub.json").read_text())
+    subnet["properties"]["addressPrefix"] = prefix
+    subnet["properties"]["ipConfigurations"] = subnet["properties"]["ipConfigurations"][:1] * configurations
+    return 200, subnet
+
+
+@pytest.mark.parametrize(("prefix", "used", "status", "detail"), [
+    ("10.20.4.0/26", 2, "OK", "57 free of 59 usable in 10.20.4.0/26 (2 in use); 22 needed (max nodes h100 8, h200 4, "
+     "a100-spot 4, image-builder 1; 5 private endpoints)"),
+    ("10.20.4.0/27", 6, "PROBLEM", "21 free of 27 usable in 10.20.4.0/27 (6 in use); 22 needed"),
+])
+def test_an_existing_subnet_is_counted_against_what_the_stack_places_there(
+        preflight: Run, prefix: str, used: int, status: str, detail: str) -> None:
+    routes = prod_routes() | {f"{ARM}{PROD_SUBNET}": _prod_subnet(prefix, used)}
+    _, report, replay = preflight("--stack", "prod", "--subscription", SUB, routes=routes)
+    found = rows(report)["training subnet addresses"]
+    assert found[0] == status and found[1].startswith(detail), found
+    if status == "PROBLEM":
+        assert "larger subnet, or lower max_instances" in found[2]
+    (call,) = replay.sent("GET", f"https://management.azure.com{PROD_SUBNET}")
+    assert replay.query(call)["api-version"] == ["2024-05-01"]
+
+
+def test_a_missing_existing_subnet_is_a_problem(preflight: Run) -> None:
+    routes = prod_routes() | {f"{ARM}{PROD_SUBNET}": (404, "workspace-not-found.json")}
+    _, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=routes)
+    assert rows(report)["training subnet addresses"][0] == "PROBLEM"
+
+
+def test_the_offline_half_names_providers_addresses_and_what_it_cannot_see(preflight: Run, capsys: Any) -> None:
+    from preflight.offline import CMK_VAULT_NETWORK, HUB_ROUTES
+
+    code, report, _ = preflight("--stack", "prod", "--offline", routes={})
+    assert code == 0 and report["checks"] == []
+    assert report["providers"] == ["Microsoft.MachineLearningServices", "Microsoft.Storage", "Microsoft.KeyVault",
+                                   "Microsoft.ContainerRegistry", "Microsoft.Insights",
+                                   "Microsoft.OperationalInsights", "Microsoft.Network", "Microsoft.ManagedIdentity",
+                                   "Microsoft.DocumentDB", "Microsoft.Search"]
+    assert report["addresses"]["needed"] == 22 and "subnet_id" in report["addresses"]
+    assert report["network_notes"] == [HUB_ROUTES, CMK_VAULT_NETWORK]
+    assert "UDP 5831" in HUB_ROUTES and "BatchNodeManagement" in HUB_ROUTES
+    text = preflight_text(preflight, "dev")
+    assert "The subscription must have registered: Microsoft.MachineLearningServices" in text
+    assert ("Training subnet addresses: 8 needed (max nodes gpu-a100 2, image-builder 1; 5 private endpoints), "
+            "new subnet 10.40.0.0/20: 4091 usable") in text
+
+
+def preflight_text(preflight: Run, stack: str) -> str:
+    from preflight.offline import render_offline
+    from stack.project import load_stack
+
+    loaded = load_stack(stack, ROOT)
+    return "\n".join(render_offline(loaded.config))
+
+
+def test_a_cmk_vault_that_admits_no_trusted_service_is_a_problem(preflight: Run) -> None:
+    vault = json.loads((RECORDED / "key-vault-cmk.json").read_text())
+    vault["properties"] |= {"publicNetworkAccess": "Enabled",
+                            "networkAcls": {"defaultAction": "Deny", "bypass": "None"}}
+    routes = prod_routes() | {f"{ARM}/subscriptions/{HUB}/resourceGroups/rg-keys/providers/Microsoft.KeyVault/vaults/"
+                              "kv-ml-keys-prod": (200, vault)}
+    _, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=routes)
+    found = rows(report)["customer-managed key vault network"]
+    assert found[0] == "PROBLEM" and "--bypass AzureServices" in found[2]
+    _, report, _ = preflight("--stack", "prod", "--subscription", SUB, routes=prod_routes())
+    assert rows(report)["customer-managed key vault network"][0] == "UNKNOWN"  # public access disabled: not visible
+
+
+def test_rows_that_all_could_not_be_read_for_different_reasons_are_nothing_checked_with_no_shared_cause() -> None:
+    rows = [Check("quota", "UNKNOWN", "403 on usages", "grant Reader"), Check("size", "UNKNOWN", "500", "retry")]
+    assert nothing_checked(rows) and shared_cause(rows) is None
+    assert not nothing_checked([*rows, Check("providers", "OK", "registered")])
+    assert not nothing_checked([])  # --offline: nothing was asked

@@ -17,7 +17,7 @@ import pytest
 from azurefacts.arm import token_object_id
 from planning.engine import run_program
 from planning.mocks import arm_id
-from preflight.deploy import REGISTERED_EVERYWHERE, required_providers
+from preflight.offline import REGISTERED_EVERYWHERE, required_providers
 from stack.config import from_stackfile
 from stack.stackfile import read
 from tests.conftest import NS, ROOT

@@ -45,7 +45,7 @@ from planning.changes import Selection, select
 from planning.comment import pr_comment
 from planning.outcome import StackOutcome, json_document, worst
 from planning.render import findings_text, stack_report, stale_waivers_text, summary_table
-from preflight.deploy import render_offline
+from preflight.offline import render_offline
 from stack.project import find_root, stack_names
 
 

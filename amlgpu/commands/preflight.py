@@ -16,7 +16,8 @@ The subscription: ``--subscription``, else the stack's ``azure-native:subscripti
 ``AZURE_SUBSCRIPTION_ID`` / ``ARM_SUBSCRIPTION_ID``. Credentials are looked up only for the live half.
 
 Exit 0 when nothing is a PROBLEM (UNKNOWN rows included), 1 when something is, or with ``--strict`` when
-something is UNKNOWN; 2 on bad input.
+something is UNKNOWN; 3 when nothing could be checked (every live row UNKNOWN: no credentials, no subscription, a
+refused token), the shared cause said once; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -62,24 +63,27 @@ def subscription_of(stack: LoadedStack, given: str | None, environ: dict[str, st
 
 def run(args: argparse.Namespace, *, credential: Any = None, transport: Any = None) -> int:
     """The command; tests hand in a ``credential`` and a replaying ``transport``, users get the defaults."""
-    from preflight import deploy as preflight
+    from preflight.checks import EXIT_NOTHING_CHECKED, Check, nothing_checked, shared_cause
+    from preflight.offline import offline, render_offline
 
     stack = load_stack(args.stack)
     subscription = subscription_of(stack, args.subscription)
-    report = preflight.offline(stack.config, stack.name, subscription)
-    checks: list[preflight.Check] = []
-    notice = None
+    report = offline(stack.config, stack.name, subscription)
+    checks: list[Check] = []
     if not args.offline:
-        checks, notice = _live(stack, subscription, args.public_ip, credential, transport)
-    report["checks"] = [vars(c) for c in checks]
+        checks = _live(stack, subscription, args.public_ip, credential, transport)
+    cause = shared_cause(checks) if nothing_checked(checks) else None
+    report["checks"] = [c.to_json() for c in checks]
+    report["nothing_checked"] = nothing_checked(checks)
     if args.format == "json":
         print(json.dumps(report, indent=1, sort_keys=True))
     else:
         lines = [f"Preflight of stack {stack.name!r} (subscription {subscription or 'unknown'}):",
-                 *preflight.render_offline(stack.config, subscription)]
-        if notice:
-            lines.append(notice)
-        if checks:
+                 *render_offline(stack.config, subscription)]
+        if cause:
+            lines += [f"Nothing could be checked: {cause[0]}", f"  fix: {cause[1]}",
+                      "  not checked: " + ", ".join(c.name for c in checks)]
+        elif checks:
             lines.append("Checks:")
             for c in checks:
                 lines.append(f"  {c.status:<8} {c.name}: {c.detail}")
@@ -87,13 +91,15 @@ def run(args: argparse.Namespace, *, credential: Any = None, transport: Any = No
                     lines.append(f"           fix: {c.fix}")
         print("\n".join(lines))
     statuses = {c.status for c in checks}
+    if nothing_checked(checks):
+        return EXIT_NOTHING_CHECKED
     if "PROBLEM" in statuses or (args.strict and "UNKNOWN" in statuses):
         return EXIT_POLICY
     return EXIT_OK
 
 
 def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, credential: Any,
-          transport: Any) -> tuple[list[Any], str | None]:
+          transport: Any) -> list[Any]:
     from azure.core.exceptions import ClientAuthenticationError
 
     from azurefacts.arm import SCOPE, ArmError, ArmReader, instance_metadata, public_ip, token_object_id
@@ -101,7 +107,7 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
 
     if not subscription:
         reason = f"no subscription: set {SUBSCRIPTION_KEY}, AZURE_SUBSCRIPTION_ID or --subscription"
-        return preflight.unknown_rows(reason, "give the subscription and re-run"), reason
+        return preflight.unknown_rows(stack.config, reason, "give the subscription and re-run")
     if credential is None:  # looked up only now: --offline never gets here
         from azurefacts.arm import default_credential
 
@@ -111,7 +117,7 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
     except ClientAuthenticationError as err:
         first = str(err.message if hasattr(err, "message") else err).strip().splitlines()[0][:200]
         reason = f"no usable Azure credentials ({first})"
-        return preflight.unknown_rows(reason, LOGIN_HINT), f"{reason}: {LOGIN_HINT}"
+        return preflight.unknown_rows(stack.config, reason, LOGIN_HINT)
     arm = ArmReader(credential, transport=transport)
     ctx = preflight.Context(
         config=stack.config, arm=arm, subscription=subscription, now=preflight.now(),
@@ -121,9 +127,9 @@ def _live(stack: LoadedStack, subscription: str | None, given_ip: str | None, cr
         instance_metadata=lambda: instance_metadata(transport=transport),
     )
     try:
-        return preflight.live_checks(ctx), None
+        return preflight.live_checks(ctx)
     except ArmError as err:
         if err.status == 401:  # the token was refused: every call would be
             reason = f"Azure refused the credentials ({err.code}: {err.message[:160]})"
-            return preflight.unknown_rows(reason, LOGIN_HINT), f"{reason}: {LOGIN_HINT}"
+            return preflight.unknown_rows(stack.config, reason, LOGIN_HINT)
         raise

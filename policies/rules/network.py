@@ -12,10 +12,10 @@ from typing import Any
 from azurefacts.resource_types import NETWORK_SECURITY_GROUP as NSG
 from azurefacts.resource_types import PRIVATE_DNS_ZONE_GROUP as DNS_ZONE_GROUP
 from azurefacts.resource_types import PRIVATE_DNS_ZONE_LINK as ZONE_LINK
-from azurefacts.resource_types import PRIVATE_ENDPOINT, SECURITY_RULE, SUBNET, VIRTUAL_NETWORK
+from azurefacts.resource_types import PRIVATE_ENDPOINT, SECURITY_RULE, SUBNET, VIRTUAL_NETWORK, WORKSPACE
 from policies.rule import Message, Violation, resource_rule, stack_rule
 from policies.stack import Stack
-from policies.wire import get, inputs, known, same
+from policies.wire import get, inputs, is_true, known, same
 
 _ANYWHERE = {"*", "internet", "any", "0.0.0.0/0", "0.0.0.0", "::/0"}
 _WELL_KNOWN = {22: "SSH", 3389: "RDP"}
@@ -149,4 +149,38 @@ def private_dns_zones_on_existing_network(stack: Stack) -> list[Violation]:
         where = f"existing network {str(network).rsplit('/', 1)[-1]!r}" if known(network) else "an existing network"
         out.append(Violation(link, f"creates zone {zone} and links it to {where}: a hub with a zone of that name "
                                    "linked already refuses it; use network.private_dns_zone_ids"))
+    return out
+
+
+
+def _denies_internet_out(rule: Mapping[str, Any]) -> bool:
+    destinations = [str(d).lower() for d in
+                    [get(rule, "destinationAddressPrefix"), *get(rule, "destinationAddressPrefixes", [])] if d]
+    return (same(get(rule, "direction"), "Outbound") and same(get(rule, "access"), "Deny")
+            and any(d in _ANYWHERE for d in destinations) and "*" in (_ports(rule) or ["*"])
+            and str(get(rule, "protocol", "*")) == "*")
+
+
+@stack_rule(
+    id="egress-restricted-for-hbi",
+    title="A high-business-impact workspace's training subnet denies outbound Internet traffic",
+    severity="high",
+    enforcement="mandatory",
+    rationale="Without an outbound deny, every job reaches the whole Internet through the NAT gateway and can send "
+    "the workspace's data anywhere; Microsoft's secure training guide warns that outbound Storage alone can carry "
+    "data to any account. A workspace flagged high business impact holds the data that must not leave.",
+    remediation="Leave network.egress.restrict at its default (on for high_business_impact) and list what jobs "
+    "need in network.egress.allow; docs/operations.md (egress) says what a job then cannot reach.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-prevent-data-loss-exfiltration",
+    config_key=("egress",),
+)
+def egress_restricted_for_hbi(stack: Stack) -> list[Violation]:
+    if not any(is_true(get(inputs(w), "hbiWorkspace")) for w in stack.of_type(WORKSPACE)):
+        return []
+    out = []
+    for nsg in stack.of_type(NSG):
+        rules = [r for r in get(inputs(nsg), "securityRules", []) if isinstance(r, Mapping)]
+        if not any(_denies_internet_out(r) for r in rules):
+            out.append(Violation(nsg, f"{nsg['name']!r} lets the training subnet reach the whole Internet "
+                                      "(no outbound deny below the allows) for a high-business-impact workspace"))
     return out
