@@ -2,8 +2,8 @@
 
 A token is ``azure-native:<module>:<Resource>``, as the provider's schema names it (pulumi/pulumi-azure-native;
 each resource's Pulumi Registry page, e.g. https://www.pulumi.com/registry/packages/azure-native/api-docs/
-machinelearningservices/compute/). :data:`CREATED` are the types the program creates: tests/test_resource_types.py
-ties them to the types of a planned stack's ``resources.json``.
+machinelearningservices/compute/). :data:`CREATED` are the types the program creates:
+tests/azurefacts/test_resource_types.py ties them to the types of a planned stack's ``resources.json``.
 """
 
 from __future__ import annotations

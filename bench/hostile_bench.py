@@ -11,7 +11,7 @@ Each case writes a project whose stack is the dev stack with one run, filled to 
 (``stack.stackfile.MAX_BYTES``) with one payload: for a command pattern, about 120 runs whose commands are
 as long as a command may be (``stack.runs.MAX_COMMAND``, 64 KiB) and made of the pattern's worst case; for
 the other fields, one value of 8 MiB. ``mixed`` puts a share of every payload in one file (the suite plans
-that one: ``tests/test_security_hostile.py``, outcome only, never time).
+that one: ``tests/hostile/test_hostile.py``, outcome only, never time).
 
 Usage::
 

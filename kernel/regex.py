@@ -6,7 +6,7 @@ pattern over ``eyJ`` repeated, takes time quadratic in the input (a 292 KiB stac
 controls is compiled here, by RE2 (``google-re2``), which guarantees time linear in the input. RE2 has
 no look-around and no back-references: a pattern that needs them does not compile, and the module
 that declares it fails on import (the suite imports every module), so none can slip back in.
-``tests/test_security_linear.py`` keeps it so: it fails on any use of ``re`` outside its short list of
+``tests/hostile/test_linear.py`` keeps it so: it fails on any use of ``re`` outside its short list of
 exceptions, each with its reason (patterns over our own text; two byte scanners that are linear by
 construction and that RE2's binding would make several times slower).
 

@@ -285,7 +285,7 @@ _WORD = re.compile(r"""(?:[^\s'"\\]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
 The one pattern here on Python's ``re`` rather than RE2, because RE2's Python binding costs ~10 us a match
 and a command is a match per word: it is linear by construction (each alternative starts with its own
 character, nothing follows the repetition to backtrack for, and a quote that never closes fails once: a
-later quote would have closed it), and ``tests/test_security_hostile.py`` plans 8 MiB of such words."""
+later quote would have closed it), and ``tests/hostile/test_hostile.py`` plans 8 MiB of such words."""
 _QUOTED = compile(r"""(?s)'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""")
 
 

@@ -32,7 +32,7 @@ SHIPPED_STACK_FILES = (
     "examples/multi-team/Pulumi.vision.yaml",
 )
 """The stack files the project ships, relative to its root. Tests enumerate these, never the folder: a reader
-who follows the quick start has a ``Pulumi.mine.yaml`` of their own beside them (tests/test_stack_files.py
+who follows the quick start has a ``Pulumi.mine.yaml`` of their own beside them (tests/stack/test_files.py
 keeps this list equal to the git-tracked stack files)."""
 
 
