@@ -9,8 +9,6 @@ high-entropy literal under a credential name, which only the stack's own keys re
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 import yaml
 
 from kernel import secrets
+from tests import cli
 from tests.conftest import NS, make_project
 from tests.reliability.test_corpus import STACK, amlgpu, good_config, snapshot
 
@@ -183,11 +182,8 @@ def test_run_local_never_prints_the_secret(tmp_path: Path) -> None:
     (project / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     (project / "work").mkdir()
 
-    done = subprocess.run(
-        [sys.executable, "-m", "amlgpu", "run-local", "echo", "--stack", STACK, "--input", f"db_password={PASSWORD}"],
-        cwd=project, capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "TMPDIR": str(project / "work")},
-    )
+    done = cli.amlgpu(project, "run-local", "echo", "--stack", STACK, "--input", f"db_password={PASSWORD}",
+                      env={**os.environ, "TMPDIR": str(project / "work")}, timeout=120)
 
     assert done.returncode == 0, done.stderr
     assert "command       python echo.py --hf-token [secret]" in done.stderr

@@ -30,6 +30,7 @@ from amlgpu.commands import submit as command
 from jobs import submit, workspace
 from kernel.errors import UserError
 from tests import aml_workspace as aml
+from tests import cli
 from tests.azure_spec import validator
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.policies.test_baseline import sarif_fingerprint
@@ -55,8 +56,7 @@ def dev_with_hello() -> dict[str, Any]:
 def planned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The dev stack plus a run without code, planned once (``amlgpu plan`` in a subprocess)."""
     folder = make_project(tmp_path_factory.mktemp("planned") / "project", dev_with_hello(), stack="dev")
-    done = subprocess.run([sys.executable, "-m", "amlgpu", "plan", "--stack", "dev"], cwd=folder, capture_output=True,
-                          text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = cli.amlgpu(folder, "plan", "--stack", "dev", env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
     return folder
 
@@ -511,8 +511,7 @@ def _console(project: Path, home: Path, *argv: str) -> subprocess.CompletedProce
     whose tools (az, azd, pwsh) is on PATH and whose caches are in an empty HOME."""
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "AZURE_TOKEN_CREDENTIALS": "dev",
            workspace.SUBSCRIPTION_VARIABLE: SUBSCRIPTION, "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
-    return subprocess.run([str(Path(sys.executable).parent / "amlgpu"), *argv], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
+    return cli.amlgpu(project, *argv, env=env)
 
 
 @pytest.mark.slow

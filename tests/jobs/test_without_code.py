@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests import cli
 from tests.conftest import NS, ROOT, dev_config, make_project
 
 pytestmark = pytest.mark.slow
 
-AMLGPU = str(Path(sys.executable).parent / "amlgpu")
 HELLO = {"name": "hello", "command": "echo hello from node $NODE_RANK", "environment": "acpt-pytorch",
          "compute": "gpu-a100", "distribution": {"type": "pytorch", "process_count_per_instance": 1},
          "resources": {"instance_count": 1}, "limits": {"timeout": 120}}
@@ -36,8 +35,7 @@ def project(tmp_path: Path) -> Path:
 def amlgpu(project: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AZURE_SUBSCRIPTION_ID": "5e1f0c9a-1111-4222-8333-944455556666"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    return subprocess.run([AMLGPU, *argv], cwd=project, env=env, capture_output=True, text=True, timeout=600,
-                          check=False, stdin=subprocess.DEVNULL)
+    return cli.amlgpu(project, *argv, env=env, timeout=600)
 
 
 def test_plan_writes_the_job_file_without_code(project: Path) -> None:

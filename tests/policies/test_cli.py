@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,12 @@ import pytest
 from amlgpu.cli import main
 from policies.catalogue import RULES
 from policies.docs import render
+from tests import cli
 from tests.conftest import ROOT
 
 
 def amlgpu(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amlgpu", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return cli.amlgpu(cwd, *args, timeout=120)
 
 
 def test_policy_list_table_fits_100_columns() -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ import pytest
 
 from kernel.errors import ConfigError
 from policies.packconfig import load
+from tests import cli
 from tests.conftest import ROOT, shipped_stack_names
 from tests.policies.test_baseline import TODAY, Baseline, baseline, fingerprint_of
 
@@ -142,10 +141,7 @@ def test_findings_point_at_the_declaration_in_the_stack_file() -> None:
 
 @pytest.mark.parametrize("stack", shipped_stack_names())
 def test_shipped_stacks_have_no_mandatory_finding(stack: str, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "amlgpu", "plan", "--stack", stack, "--out", str(tmp_path), "--format", "json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
+    result = cli.amlgpu(ROOT, "plan", "--stack", stack, "--out", str(tmp_path), "--format", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     sarif = json.loads((tmp_path / "policy.sarif").read_text())
     errors = [r["message"]["text"] for r in sarif["runs"][0]["results"] if r["level"] == "error"]

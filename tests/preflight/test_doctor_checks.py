@@ -7,7 +7,6 @@ import importlib.metadata
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from amlgpu.cli import main
 from jobs.emulate.mpi import MpiUnavailable, find_mpirun
 from preflight import machine as doctor
+from tests import cli
 from tests.conftest import ROOT
 
 SECRET = "s3cr3t-value-that-must-not-leak"
@@ -100,8 +100,7 @@ def test_project_found_from_a_subfolder_and_not_elsewhere(tmp_path: Path) -> Non
 
 def _doctor(path: Path, *args: str, **variables: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": str(path), "HOME": os.environ.get("HOME", "/tmp"), **variables}
-    return subprocess.run([sys.executable, "-m", "amlgpu", "doctor", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return cli.amlgpu(ROOT, "doctor", *args, env=env, timeout=120)
 
 
 def test_a_machine_ready_to_deploy(bin_dir: Path) -> None:

@@ -13,8 +13,6 @@ import copy
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +22,11 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
+from tests import cli
 from tests.conftest import NS, dev_config, make_project
 
 STACK = "case"
 STACK_FILE = f"Pulumi.{STACK}.yaml"
-AMLGPU = Path(sys.executable).with_name("amlgpu")
-"""The console script of the interpreter running the tests (the project's .venv under `make test`)."""
 
 RUN: dict[str, Any] = {
     "name": "ddp",
@@ -95,10 +92,7 @@ def plan_in_process(project: Path, capsys: pytest.CaptureFixture[str], *args: st
 
 def amlgpu(project: Path, *args: str, env: dict[str, str] | None = None) -> Outcome:
     """The real console script in a fresh interpreter, as a user runs it."""
-    done = subprocess.run(
-        [str(AMLGPU), *args], cwd=project, env={**os.environ, **(env or {})},
-        capture_output=True, text=True, timeout=300, check=False,
-    )
+    done = cli.amlgpu(project, *args, env={**os.environ, **(env or {})})
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 

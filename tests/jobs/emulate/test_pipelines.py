@@ -10,18 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli
 from tests.conftest import emulation_project
 
 pytestmark = pytest.mark.slow
 
-AMLGPU = shutil.which("amlgpu", path=os.path.dirname(sys.executable))
 
 PIPELINE = {
     "name": "train-eval", "type": "pipeline", "settings": {"default_compute": "gpu-a100"},
@@ -67,9 +65,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_local(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
-    return subprocess.run([*argv, "run-local", *args, "--stack", "test"], cwd=project, capture_output=True,
-                          text=True, timeout=240, env={**os.environ, "TMPDIR": str(project / "work")})
+    env = {**os.environ, "TMPDIR": str(project / "work")}
+    return cli.amlgpu(project, "run-local", *args, "--stack", "test", env=env, timeout=240)
 
 
 def _workdir(result: subprocess.CompletedProcess[str]) -> Path:

@@ -15,7 +15,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,12 @@ from typing import Any
 import pytest
 
 from analysis import contract
+from tests import cli
 from tests.conftest import emulation_project, required_tool
 from tests.jobs.emulate.test_launcher import gone
 
 pytestmark = pytest.mark.slow
 
-AMLGPU = shutil.which("amlgpu", path=os.path.dirname(sys.executable))
 
 SCRIPTS = {
     "allreduce_sum.py": """
@@ -154,9 +153,7 @@ def user_env(project: Path, **overrides: str) -> dict[str, str]:
 
 def run_local(project: Path, *args: str, timeout: float = 90, env: dict[str, str] | None = None
               ) -> subprocess.CompletedProcess[str]:
-    argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
-    return subprocess.run([*argv, "run-local", *args, "--stack", "test"], cwd=project, capture_output=True,
-                          text=True, timeout=timeout, env=env or user_env(project))
+    return cli.amlgpu(project, "run-local", *args, "--stack", "test", env=env or user_env(project), timeout=timeout)
 
 
 def workdir(result: subprocess.CompletedProcess[str]) -> Path:
@@ -286,9 +283,8 @@ def test_timeout_stops_the_run_with_124(project: Path) -> None:
 
 
 def test_ctrl_c_stops_every_process_and_exits_130(project: Path) -> None:
-    argv = [AMLGPU] if AMLGPU else [sys.executable, "-m", "amlgpu"]
-    proc = subprocess.Popen([*argv, "run-local", "sleep", "--stack", "test"], cwd=project, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=user_env(project))
+    proc = subprocess.Popen([str(cli.AMLGPU), "run-local", "sleep", "--stack", "test"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env(project))
     assert proc.stdout is not None
     up = [proc.stdout.readline() for _ in range(2)]
     assert all(" up" in line for line in up), up
