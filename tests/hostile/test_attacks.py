@@ -25,10 +25,11 @@ from amlgpu.terminal import CleanStream, clean
 from kernel import bounded
 from policies.crossguard import policies as crossguard_policies
 from policies.markdown import code, text
+from tests.cli import AMLGPU
 from tests.conftest import NS, ROOT, make_project
 from tests.policies.test_baseline import Baseline, baseline, fingerprint_of, sarif_fingerprint
 from tests.policies.test_crossguard import pulumi_config, reported
-from tests.reliability.test_corpus import AMLGPU, assert_clean_refusal, plan_in_process
+from tests.reliability.test_corpus import assert_clean_refusal, plan_in_process
 
 MULTI_TEAM = ROOT / "examples" / "multi-team"
 COMPUTE = "azure-native:machinelearningservices:Compute"

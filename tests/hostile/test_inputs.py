@@ -21,9 +21,9 @@ from jobs.submit import uploadable
 from kernel import bounded
 from kernel.errors import ConfigError
 from stack import stackfile
+from tests.cli import AMLGPU
 from tests.conftest import ROOT, make_project
 from tests.reliability.test_corpus import (
-    AMLGPU,
     STACK,
     STACK_FILE,
     E,

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from planning.service import OUTPUT_LAYOUT
+from tests.cli import AMLGPU
 from tests.conftest import make_project
-from tests.reliability.test_corpus import AMLGPU, STACK, STACK_FILE, good_config, leftovers, snapshot
+from tests.reliability.test_corpus import STACK, STACK_FILE, good_config, leftovers, snapshot
 
 EARLIER = {name: f"earlier {name}\n".encode() for name in OUTPUT_LAYOUT if OUTPUT_LAYOUT[name] is None}
 

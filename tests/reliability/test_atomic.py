@@ -19,9 +19,9 @@ import pytest
 
 from amlgpu.cli import main
 from planning import artifacts
+from tests.cli import AMLGPU
 from tests.conftest import make_project
 from tests.reliability.test_corpus import (
-    AMLGPU,
     STACK,
     good_config,
     good_plan_output,
