@@ -227,7 +227,9 @@ def _schema_dump(spec: dict[str, Any], root: Path) -> dict[str, Any]:
 _FREE_TEXT = ("name", "display_name", "experiment_name", "description", "command")
 """Spec keys whose text azure-ai-ml copies into the file as it is (marshmallow ``Str`` fields)..."""
 _FREE_MAPPINGS = ("tags", "properties", "environment_variables")
-"""...and mappings whose values it copies so (``Dict`` of ``Str``): a job's shape is the spec without them."""
+"""...and mappings whose values it copies so (``Dict`` of ``Str``): a job's shape is the spec without them,
+and without the names of the compute and the environment when they are written ``azureml:<name>[:<version>]``
+(azure-ai-ml copies that form and rewrites others: ``gpu`` becomes ``azureml:gpu``, ``local`` stays)."""
 _SLOT = "amlgpuslot"
 _SHAPES = 1024
 """Distinct job shapes one process keeps rendered (a large stack has tens: runs differ mostly in their text)."""
@@ -238,20 +240,24 @@ def _serialised(spec: dict[str, Any], root: Path) -> dict[str, Any]:
     """:func:`_schema_dump` of ``spec``, from azure-ai-ml once per distinct shape.
 
     Building a job and dumping it through azure-ai-ml's schema costs milliseconds, and the runs of a stack differ
-    mostly in text the schema copies verbatim (their commands, names, tags). Each such non-empty text becomes a
+    mostly in text the schema copies verbatim (their commands, names, tags, compute). Each such non-empty text is a
     slot (``amlgpuslot<n>``), the job with slots is serialised once, and each run's document is that one with
     its own texts put back. A shape whose slots do not come back as whole values (the schema changed one) is
-    serialised run by run, as is every spec that already holds the slot marker; ``tests/test_jobs_render.py``
+    serialised run by run, as is every spec that already holds the slot marker; ``tests/test_jobs_render_shapes.py``
     compares both ways over every shipped, example and generated stack."""
     texts: dict[str, str] = {}
 
-    def slot(value: Any) -> Any:
+    def slot(value: Any, form: str = "{}") -> Any:
         if not isinstance(value, str) or not value:
             return value
-        texts[f"{_SLOT}{len(texts)}"] = value
-        return f"{_SLOT}{len(texts) - 1}"
+        placeholder = form.format(f"{_SLOT}{len(texts)}")
+        texts[placeholder] = value
+        return placeholder
 
     shaped = dict(spec)
+    for field, versioned in (("compute", False), ("environment", True)):
+        if _asset_reference(shaped.get(field), versioned=versioned):
+            shaped[field] = slot(shaped[field], "azureml:{}:1" if ":" in shaped[field][8:] else "azureml:{}")
     for field in _FREE_TEXT:
         if field in shaped:
             shaped[field] = slot(shaped[field])
@@ -274,6 +280,19 @@ def _serialised(spec: dict[str, Any], root: Path) -> dict[str, Any]:
     if cached is None:
         return _schema_dump(spec, root)
     return cast(dict[str, Any], _filled(cached, texts))
+
+
+def _asset_reference(value: Any, *, versioned: bool) -> bool:
+    """``value`` is ``azureml:<name>`` (or ``azureml:<name>:<version>`` when ``versioned``), names in ASCII letters,
+    digits, ``_``, ``-`` (and ``.`` in an environment's)."""
+    if not isinstance(value, str) or not value.startswith("azureml:"):
+        return False
+    name, colon, version = value[8:].partition(":")
+    if colon and not (versioned and version):
+        return False
+    allowed = "_-." if versioned else "_-"
+    plain = all(c.isascii() and (c.isalnum() or c in allowed) for c in name + version)
+    return plain and name[:1].isalnum() and name.lower() != "local"
 
 
 def _slots_whole(value: Any, slots: set[str]) -> bool:

@@ -104,6 +104,12 @@ def test_texts_that_could_confuse_the_filling(project: Path, monkeypatch: pytest
         specs.append({**run.spec, "tags": {"note": text, "other": TEXTS[i - 1]},
                       "environment_variables": {"A": text, "B": text}, "properties": {"p": text}})
     specs.append({**run.spec, "tags": {"amlgpuslot0": "x"}})  # the marker in a key: rendered run by run
+    for compute in ("azureml:gpu-a100", "gpu-a100", "local", "azureml:local", "azureml:a:1", "azureml:amlgpuslot0"):
+        specs.append({**run.spec, "compute": compute})
+    for environment in ("azureml:acpt:1", "azureml:acpt", "acpt:1", "azureml:acpt@latest", "azureml:a.b:1.2-x",
+                        "azureml://registries/azureml/environments/x/versions/3", "azureml:acpt:", "azureml:a:b:c",
+                        {"image": "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:1"}):
+        specs.append({**run.spec, "environment": environment})
     _job_files(monkeypatch, specs, project)
     assert render._shapes and all(key[0].count(render._SLOT) for key in render._shapes)
 
