@@ -16,7 +16,8 @@ write a file that does not say what the job holds:
 The files carry no ``name``: a job name can be used once per workspace, and a file that could be
 submitted only once is a trap (``amlgpu submit`` names each submission ``<run>-<timestamp>``).
 
-azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`build_job`.
+azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`build_job`. Its serialisation is
+made once per job shape and filled with each run's texts (:func:`_serialised`): the same bytes, a fraction of the time.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ messages, the build-context and code-folder scans, the gate's rules, the artifac
 process; :func:`mask` and :func:`mask_data` replace every remembered value and every known shape with
 :data:`MASK` (as Pulumi shows a secret output as ``[secret]``). The CLI applies them to every artifact it
 writes and every line it prints; the job that ``amlgpu submit`` sends still carries the real value.
+
+**Once per text.** One RE2 set says which shapes occur in a text; only those are located. What a text holds,
+how a key and value are judged, and how a text masks are kept per distinct text (a plan meets each of its strings
+in several artifacts), the masks until the next value is remembered.
 """
 
 from __future__ import annotations
