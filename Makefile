@@ -12,7 +12,7 @@ TORCH ?= torch==2.13.0
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: plan test lint typecheck format install install-dev policy-docs schema bench clean
+.PHONY: plan test test-fast lint typecheck format install install-dev policy-docs schema bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ test: $(DEV)
 	$(ZIZMOR) --persona=auditor .github/workflows
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest -n $(WORKERS)
+
+## test-fast: the edit loop's lane: every test but the slow ones (over 5 s, real processes), no lint
+test-fast: $(DEV)
+	$(BIN)/pytest -m "not slow" -n $(WORKERS)
 
 ## typecheck: mypy --strict over the program, the CLI and the packages, then the training scripts
 # (their cache stays out of jobs/workloads/: that folder is a code snapshot runs upload and tests copy)

@@ -96,6 +96,8 @@ class Case:
     """Runs in the planned stack, as the plan reports them: the declared ones and the generated fabric
     checks (None for the floor)."""
     resources: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables set for the child on top of this process's environment."""
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     rss_mib: list[float] = field(default_factory=list)
@@ -133,7 +135,8 @@ def measure(case: Case, *, record: bool = True) -> None:
     """Run ``case`` once in a child process; wall clock, CPU time and peak RSS of that child alone."""
     with tempfile.TemporaryFile() as output:
         started = time.perf_counter()
-        child = subprocess.Popen(case.argv, cwd=case.cwd, stdout=output, stderr=subprocess.STDOUT, env=_child_env())
+        child = subprocess.Popen(case.argv, cwd=case.cwd, stdout=output, stderr=subprocess.STDOUT,
+                                 env={**_child_env(), **case.env})
         # wait4 gives this child's own rusage (RUSAGE_CHILDREN would accumulate every child so far).
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started

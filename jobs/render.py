@@ -16,19 +16,21 @@ write a file that does not say what the job holds:
 The files carry no ``name``: a job name can be used once per workspace, and a file that could be
 submitted only once is a trap (``amlgpu submit`` names each submission ``<run>-<timestamp>``).
 
-azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`build_job`.
+azure-ai-ml takes seconds to import, so it is imported only here, inside :func:`build_job`. Its serialisation is
+made once per job shape and filled with each run's texts (:func:`_serialised`): the same bytes, a fraction of the time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
@@ -54,7 +56,9 @@ such class: a notice for SDK users, not for someone planning a stack, and nothin
 def quiet_azure_ai_ml() -> Iterator[None]:
     """azure-ai-ml without its notices: the experimental-class log line, and the marshmallow 4 deprecation
     warnings its own schemas raise (shown under ``python -W default`` or ``-X dev``). Errors still surface."""
-    logging.getLogger(EXPERIMENTAL_LOGGER).setLevel(logging.ERROR)
+    logger = logging.getLogger(EXPERIMENTAL_LOGGER)
+    if logger.level != logging.ERROR:  # setLevel clears every logger's cache: 1 ms a job file on a large stack
+        logger.setLevel(logging.ERROR)
     with warnings.catch_warnings():
         try:
             from marshmallow.warnings import Marshmallow4Warning
@@ -200,9 +204,7 @@ def job_document(
     ``name`` is left out unless ``with_name``: Azure ML job names are unique in a workspace forever, so a
     file carrying one could be submitted once only (``az ml job create -f`` then generates a name, and
     ``amlgpu submit`` gives each submission its own)."""
-    job = build_job(spec, root=root)
-    with quiet_azure_ai_ml():
-        document: dict[str, Any] = _plain(_command_job_schema().dump(job))
+    document = _serialised(spec, root)
     # abspath, not resolve(): a symlinked code folder stays where the project says it is.
     if spec.get("code") is not None:
         document["code"] = _relative(root / spec["code"], code_relative_to)
@@ -215,6 +217,106 @@ def job_document(
     if not with_name:
         document.pop("name", None)
     return document
+
+
+def _schema_dump(spec: dict[str, Any], root: Path) -> dict[str, Any]:
+    """azure-ai-ml's serialisation of the job built from ``spec``, as plain data."""
+    job = build_job(spec, root=root)
+    with quiet_azure_ai_ml():
+        return cast(dict[str, Any], _plain(_command_job_schema().dump(job)))
+
+
+_FREE_TEXT = ("name", "display_name", "experiment_name", "description", "command")
+"""Spec keys whose text azure-ai-ml copies into the file as it is (marshmallow ``Str`` fields)..."""
+_FREE_MAPPINGS = ("tags", "properties", "environment_variables")
+"""...and mappings whose values it copies so (``Dict`` of ``Str``): a job's shape is the spec without them,
+and without the names of the compute and the environment when they are written ``azureml:<name>[:<version>]``
+(azure-ai-ml copies that form and rewrites others: ``gpu`` becomes ``azureml:gpu``, ``local`` stays)."""
+_SLOT = "amlgpuslot"
+_SHAPES = 1024
+"""Distinct job shapes one process keeps rendered (a large stack has tens: runs differ mostly in their text)."""
+_shapes: dict[tuple[str, str], dict[str, Any] | None] = {}
+
+
+def _serialised(spec: dict[str, Any], root: Path) -> dict[str, Any]:
+    """:func:`_schema_dump` of ``spec``, from azure-ai-ml once per distinct shape.
+
+    Building a job and dumping it through azure-ai-ml's schema costs milliseconds, and the runs of a stack differ
+    mostly in text the schema copies verbatim (their commands, names, tags, compute). Each such non-empty text is a
+    slot (``amlgpuslot<n>``), the job with slots is serialised once, and each run's document is that one with
+    its own texts put back. A shape whose slots do not come back as whole values (the schema changed one) is
+    serialised run by run, as is every spec that already holds the slot marker; ``tests/jobs/test_render_shapes.py``
+    compares both ways over every shipped, example and generated stack."""
+    texts: dict[str, str] = {}
+
+    def slot(value: Any, form: str = "{}") -> Any:
+        if not isinstance(value, str) or not value:
+            return value
+        placeholder = form.format(f"{_SLOT}{len(texts)}")
+        texts[placeholder] = value
+        return placeholder
+
+    shaped = dict(spec)
+    for field, versioned in (("compute", False), ("environment", True)):
+        if _asset_reference(shaped.get(field), versioned=versioned):
+            shaped[field] = slot(shaped[field], "azureml:{}:1" if ":" in shaped[field][8:] else "azureml:{}")
+    for field in _FREE_TEXT:
+        if field in shaped:
+            shaped[field] = slot(shaped[field])
+    for field in _FREE_MAPPINGS:
+        if isinstance(shaped.get(field), dict):
+            shaped[field] = {name: slot(value) for name, value in shaped[field].items()}
+    try:
+        key = (json.dumps(shaped, sort_keys=True, ensure_ascii=False), str(root))
+    except (TypeError, ValueError):  # not JSON data: nothing to compare shapes by
+        return _schema_dump(spec, root)
+    # The marker only where this function put it: as many times as there are slots, in no text and not in root.
+    if key[0].count(_SLOT) != len(texts) or _SLOT in key[1] or any(_SLOT in text for text in texts.values()):
+        return _schema_dump(spec, root)
+    if key not in _shapes:
+        if len(_shapes) >= _SHAPES:
+            return _schema_dump(spec, root)
+        template = _schema_dump(shaped, root)
+        _shapes[key] = template if _slots_whole(template, set(texts)) else None
+    cached = _shapes[key]
+    if cached is None:
+        return _schema_dump(spec, root)
+    return cast(dict[str, Any], _filled(cached, texts))
+
+
+def _asset_reference(value: Any, *, versioned: bool) -> bool:
+    """``value`` is ``azureml:<name>`` (or ``azureml:<name>:<version>`` when ``versioned``), names in ASCII letters,
+    digits, ``_``, ``-`` (and ``.`` in an environment's)."""
+    if not isinstance(value, str) or not value.startswith("azureml:"):
+        return False
+    name, colon, version = value[8:].partition(":")
+    if colon and not (versioned and version):
+        return False
+    allowed = "_-." if versioned else "_-"
+    plain = all(c.isascii() and (c.isalnum() or c in allowed) for c in name + version)
+    return plain and name[:1].isalnum() and name.lower() != "local"
+
+
+def _slots_whole(value: Any, slots: set[str]) -> bool:
+    """Every slot marker in ``value`` is a whole string value, one of ``slots``: never part of a text or a key."""
+    if isinstance(value, dict):
+        return all(_SLOT not in str(k) and _slots_whole(v, slots) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_slots_whole(v, slots) for v in value)
+    if isinstance(value, str) and _SLOT in value:
+        return value in slots
+    return True
+
+
+def _filled(value: Any, texts: dict[str, str]) -> Any:
+    """A copy of ``value`` with each slot replaced by its text."""
+    if isinstance(value, dict):
+        return {k: _filled(v, texts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, texts) for v in value]
+    if isinstance(value, str):
+        return texts.get(value, value)
+    return value
 
 
 def _relative(path: Path, start: Path) -> str:

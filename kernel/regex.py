@@ -27,7 +27,7 @@ Patterns over our own text (docstrings, our data files) may keep using ``re``.
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, cast
 
 import re2
@@ -173,6 +173,30 @@ def compile(pattern: str, *, longest: bool = False) -> Pattern:
         return _Linear(re2.compile(_valid(pattern), options))
     except re2.error as err:
         raise ValueError(f"not a linear-time pattern ({err}): {pattern!r}") from None
+
+
+class PatternSet:
+    """Several patterns searched for in one pass (RE2's ``RE2::Set``): :meth:`matching` says which of them occur
+    in a text, by their index in the order given, so only those need a second, locating pass."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        options = re2.Options()
+        options.log_errors = False
+        self._set = re2.Set.SearchSet(options)
+        try:
+            for pattern in patterns:
+                self._set.Add(_valid(pattern))
+            self._set.Compile()
+        except re2.error as err:
+            raise ValueError(f"not a linear-time pattern set ({err})") from None
+
+    def matching(self, text: str | bytes) -> list[int]:
+        """The indices of the patterns that match somewhere in ``text``, ascending (empty: none does)."""
+        if isinstance(text, str):
+            text = text.encode("utf-8", _AS_REPLACEMENT)  # lone surrogates as U+FFFD (module docstring)
+        return sorted(self._set.Match(text) or ())
 
 
 def escape(text: str) -> str:

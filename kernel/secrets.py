@@ -20,6 +20,10 @@ messages, the build-context and code-folder scans, the gate's rules, the artifac
 process; :func:`mask` and :func:`mask_data` replace every remembered value and every known shape with
 :data:`MASK` (as Pulumi shows a secret output as ``[secret]``). The CLI applies them to every artifact it
 writes and every line it prints; the job that ``amlgpu submit`` sends still carries the real value.
+
+**Once per text.** One RE2 set says which shapes occur in a text; only those are located. What a text holds,
+how a key and value are judged, and how a text masks are kept per distinct text (a plan meets each of its strings
+in several artifacts), the masks until the next value is remembered.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
-from kernel.regex import Pattern, compile
+from kernel.regex import Pattern, PatternSet, compile
 
 MASK = "[secret]"
 """What a secret becomes in every artifact and message (the stack file's own placeholder for ``secure:``)."""
@@ -125,8 +129,8 @@ PUBLISHED = frozenset({
 })
 """Values of a credential's shape that are public by design: never a finding."""
 
-_ANY_SHAPE = compile("|".join(f"(?:{shape.pattern.pattern})" for shape in SHAPES))
-"""One pass that says whether any shape is in a text at all (most texts hold none)."""
+_ANY_SHAPE = PatternSet(shape.pattern.pattern for shape in SHAPES)
+"""One pass that says which shapes are in a text at all (most texts hold none): only those are located."""
 _ORDER = {kind: index for index, kind in reversed(list(enumerate(shape.kind for shape in SHAPES)))}
 
 
@@ -139,17 +143,32 @@ class Hit:
     end: int
 
 
+_CACHED = 1 << 16
+"""Distinct texts whose findings (and masked forms) one process keeps: a plan meets the same strings many times
+(a run's spec in its job file, its resource and the gate's findings), and each is searched once."""
+_CACHED_LENGTH = 1 << 12
+"""Longer texts (whole files) are searched each time: they are rarely seen twice and would hold memory."""
+
+
 def hits(text: str) -> list[Hit]:
     """Every known credential shape in ``text``, by position."""
-    if not _ANY_SHAPE.search(text):
-        return []
+    return list(_cached_hits(text) if len(text) <= _CACHED_LENGTH else _hits(text))
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _cached_hits(text: str) -> tuple[Hit, ...]:
+    return _hits(text)
+
+
+def _hits(text: str) -> tuple[Hit, ...]:
     found = []
-    for shape in SHAPES:
+    for index in _ANY_SHAPE.matching(text):
+        shape = SHAPES[index]
         for match in shape.pattern.finditer(text):
             start, end = match.span(shape.group)
             if start < end and _real(shape, text[start:end]):
                 found.append(Hit(shape.kind, start, end))
-    return sorted(found, key=lambda h: (h.start, -h.end))
+    return tuple(sorted(found, key=lambda h: (h.start, -h.end)))
 
 
 def _real(shape: Shape, candidate: str) -> bool:
@@ -159,9 +178,8 @@ def _real(shape: Shape, candidate: str) -> bool:
 def kind_in_bytes(data: bytes) -> str | None:
     """The first known credential kind in raw bytes (a file's content, any encoding that keeps ASCII as
     ASCII), or None."""
-    if not _ANY_SHAPE.search(data):
-        return None
-    for shape in SHAPES:
+    for index in _ANY_SHAPE.matching(data):
+        shape = SHAPES[index]
         for match in shape.pattern.finditer(data):
             start, end = match.span(shape.group)
             if start < end and _real(shape, data[start:end].decode("latin-1")):
@@ -254,6 +272,10 @@ def judge(key: str, value: Any) -> str | None:
     """Why the value at ``key`` is a secret (``holds a Hugging Face token``), or None."""
     if not isinstance(value, str):
         return None
+    return _judge_cached(key, value) if len(value) <= _CACHED_LENGTH else _judge(key, value)
+
+
+def _judge(key: str, value: str) -> str | None:
     text = value.strip()
     if not text or is_reference(text) or any(published in text for published in PUBLISHED):
         return None
@@ -261,6 +283,9 @@ def judge(key: str, value: Any) -> str | None:
     if kind is not None:
         return f"holds {kind}"
     return _judge_by_name(key, text)
+
+
+_judge_cached = functools.lru_cache(maxsize=_CACHED)(_judge)
 
 
 def _judge_by_name(key: str, text: str) -> str | None:
@@ -416,6 +441,7 @@ def remember(value: str) -> None:
         raise TooManySecrets(f"more than {MAX_REMEMBERED} distinct values look like secrets (each a mandatory "
                              "finding): keep secrets in the workspace key vault")
     _values.add(value)
+    _forget_masked()
     for piece in {value, *(line.strip() for line in value.splitlines())}:
         if len(piece) >= _MIN_REMEMBERED:
             _remembered.update((piece, json.dumps(piece, ensure_ascii=False)[1:-1], piece.replace("'", "''")))
@@ -466,10 +492,33 @@ def forget_all() -> None:
     _remembered.clear()
     _values.clear()
     _by_length = []
+    _forget_masked()
+
+
+_masked: dict[str, str] = {}
+"""Each distinct short text :func:`mask` has seen, masked: valid until a new value is remembered."""
+_masked_leaves: dict[tuple[str, str], str] = {}
+"""Each distinct (key, string) :func:`mask_data` has seen, masked, under the same rule."""
+
+
+def _forget_masked() -> None:
+    _masked.clear()
+    _masked_leaves.clear()
 
 
 def mask(text: str) -> str:
     """``text`` with every remembered value and every known credential shape replaced by :data:`MASK`."""
+    if len(text) > _CACHED_LENGTH:
+        return _mask(text)
+    masked = _masked.get(text)
+    if masked is None:
+        if len(_masked) >= _CACHED:
+            _masked.clear()
+        masked = _masked[text] = _mask(text)
+    return masked
+
+
+def _mask(text: str) -> str:
     for value in _by_length:
         if value in text:
             text = text.replace(value, MASK)
@@ -495,5 +544,16 @@ def mask_data(value: Any, key: str = "") -> Any:
     if isinstance(value, list | tuple):
         return [mask_data(v, key) for v in value]
     if isinstance(value, str):
-        return MASK if not _has_space(value.strip()) and judge(key, value) else mask(value)
+        if len(value) > _CACHED_LENGTH:
+            return _mask_leaf(key, value)
+        masked = _masked_leaves.get((key, value))
+        if masked is None:
+            if len(_masked_leaves) >= _CACHED:
+                _masked_leaves.clear()
+            masked = _masked_leaves[key, value] = _mask_leaf(key, value)
+        return masked
     return value
+
+
+def _mask_leaf(key: str, value: str) -> str:
+    return MASK if not _has_space(value.strip()) and judge(key, value) else mask(value)

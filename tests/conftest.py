@@ -6,6 +6,7 @@ Planning runs the real program under the mock engine (`planning.engine.run_progr
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import sys
@@ -125,6 +126,49 @@ def _temporary_folders_of_the_session(tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="session")
 def dev_plan() -> Plan:
     return run_program("dev", read(ROOT / "Pulumi.dev.yaml"), ROOT)
+
+
+_SHARED_PLANS: dict[tuple[Any, ...], Plan] = {}
+"""Program runs of this session (of this worker, under xdist), by everything the program reads: see
+:func:`shared_plans`."""
+_NOT_READ = frozenset({"build", "__pycache__", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
+
+
+def _project_state(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file of a project a program could read (outputs and caches left out), with its size and mtime."""
+    found = []
+    for folder, names, files in os.walk(root):
+        names[:] = sorted(n for n in names if n not in _NOT_READ)
+        for name in sorted(files):
+            stat = os.stat(os.path.join(folder, name))
+            found.append((os.path.join(folder, name), stat.st_size, stat.st_mtime_ns))
+    return tuple(found)
+
+
+@pytest.fixture(scope="module")
+def shared_plans() -> Iterator[None]:
+    """For the tests of a module that asks for it: a program run the session has already made (the same stack
+    name, config, secret keys and project files) is not made again, its plan is copied from the first.
+
+    For the slow tests that drive whole commands (every command of the docs plans the same five stacks again and
+    again): what they test is the command around the plan. The plan itself, and that planning twice gives the
+    same plan, are tested without it (tests/test_plan_stacks.py, tests/test_reliability_determinism.py)."""
+    from planning import engine
+
+    original = engine.run_program
+
+    def run_program_once(stack: str, stackfile: Any, root: Path) -> Plan:
+        key = (stack, json.dumps(stackfile.cli_config(), sort_keys=True), tuple(sorted(stackfile.secret_keys)),
+               str(Path(root).resolve()), _project_state(Path(root)))
+        if key not in _SHARED_PLANS:
+            _SHARED_PLANS[key] = original(stack, stackfile, root)
+        return copy.deepcopy(_SHARED_PLANS[key])
+
+    engine.run_program = run_program_once
+    try:
+        yield
+    finally:
+        engine.run_program = original
 
 
 @pytest.fixture

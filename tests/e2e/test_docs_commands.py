@@ -52,6 +52,7 @@ PAGES = (
 FRAGMENT_PAGES = ("docs/frameworks.md", "docs/jobs.md", "docs/troubleshooting.md")
 """The pages with ``yaml stack`` fragments (the tag test keeps this list complete)."""
 SHELLS = {"sh", "bash", "shell"}
+pytestmark = pytest.mark.usefixtures("shared_plans")  # the commands plan the same stacks again and again
 SKIPPED_TAGS = {"setup", "azure"}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)

@@ -697,6 +697,7 @@ def _code_folder_attack(tmp_path: Path, command: str, files: dict[str, str]) -> 
                           timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_a_script_of_a_million_commas_after_a_brace_gets_its_answer(tmp_path: Path) -> None:
     """Before: the brace-expansion pattern backtracked over the commas for each one (Python's re): 40,000
     took 2.7 s, the million a 1 MiB script holds about half an hour. On RE2 the plan answers as usual."""
@@ -711,6 +712,7 @@ def test_a_script_of_a_million_commas_after_a_brace_gets_its_answer(tmp_path: Pa
     "import torch\nif a:\n    pass\n" + "elif a:\n    pass\n" * 600,
     "import torch\nx = a" + ".b" * 100_000 + "\n",  # deeper than Python's parser builds
 ], ids=["attribute-chain", "elif-chain", "beyond-the-parser"])
+@pytest.mark.slow
 def test_a_code_folder_script_nested_deeper_than_a_recursive_walk_gets_its_answer(tmp_path: Path, script: str) -> None:
     """Before: a RecursionError traceback (exit 1) from the walk over the run's entry script."""
     done = _code_folder_attack(tmp_path, "python train_ddp.py", {"train_ddp.py": script})

@@ -107,6 +107,7 @@ def stack_texts(draw: st.DrawFn) -> str:
     return "".join(lines[:start]) + junk + "".join(lines[end:])
 
 
+@pytest.mark.slow
 @fuzz(60)
 @given(text=stack_texts())
 @example(text="config: &a\n  x:y: *a\n")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from stack.stackfile import MAX_BYTES
 from tests import cli
 
@@ -19,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import hostile_bench  # bench/ is a folder of scripts, not a package
 
 
+@pytest.mark.slow
 def test_an_8_mib_hostile_stack_file_gets_its_answer(tmp_path: Path) -> None:
     project = hostile_bench.write_project(tmp_path / "project", "mixed")
     stack = project / f"Pulumi.{hostile_bench.STACK}.yaml"

@@ -80,6 +80,7 @@ def _assert_nowhere(texts: dict[str, str], fragments: tuple[str, ...] = FRAGMENT
             assert fragment not in text, f"{where} shows the secret {fragment[:6]}..."
 
 
+@pytest.mark.slow
 def test_a_flagged_secret_is_masked_in_every_artifact_and_message(tmp_path: Path) -> None:
     config = good_config()
     for _, value, place in PLACES:
@@ -100,6 +101,7 @@ def test_a_flagged_secret_is_masked_in_every_artifact_and_message(tmp_path: Path
     assert "--hf-token [secret]" in job["command"] and "wandb login [secret]" in job["command"]
 
 
+@pytest.mark.slow
 def test_submit_dry_run_accepts_the_masked_plan_and_refuses_the_secret_unprinted(tmp_path: Path) -> None:
     config = good_config()
     _run(config).update(environment_variables={"HF_TOKEN": HF, "WANDB_API_KEY": WANDB})

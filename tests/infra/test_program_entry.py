@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.conftest import ROOT
@@ -42,6 +43,7 @@ def test_pulumi_yaml_names_a_python_program_with_the_project_virtualenv() -> Non
     assert (program / "__main__.py").is_file() if program.is_dir() else program.suffix == ".py"
 
 
+@pytest.mark.slow
 def test_program_runs_in_a_fresh_interpreter_as_the_language_host_runs_it() -> None:
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
     stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]

@@ -121,6 +121,7 @@ def test_a_run_without_code_dry_runs_and_names_its_display_name(project: Path, c
     assert "code:" not in out
 
 
+@pytest.mark.slow
 def test_dry_run_signs_in_to_nothing(project: Path) -> None:
     script = ("import sys; from amlgpu.cli import main; code = main(['submit', 'allreduce-health', '--stack', "
               "'dev', '--dry-run']); print('azure.identity' in sys.modules, code)")

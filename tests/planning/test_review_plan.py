@@ -45,6 +45,7 @@ def _worktrees() -> list[str]:
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
+@pytest.mark.slow
 def test_a_git_ref_is_planned_with_its_own_code_in_a_temporary_worktree(tmp_path: Path) -> None:
     before = _worktrees()
     out = tmp_path / "head"

@@ -51,6 +51,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_planning_a_stack_after_others_gives_the_bytes_of_planning_it_alone(project: Path) -> None:
     """The proof of isolation: prod (its own subscription id, pack config and resources) then a stack with
     bad input then dev, in one process; dev then prod in another; each stack alone in a fresh process."""

@@ -140,6 +140,7 @@ def test_findings_point_at_the_declaration_in_the_stack_file() -> None:
 
 
 @pytest.mark.parametrize("stack", shipped_stack_names())
+@pytest.mark.slow
 def test_shipped_stacks_have_no_mandatory_finding(stack: str, tmp_path: Path) -> None:
     result = cli.amlgpu(ROOT, "plan", "--stack", stack, "--out", str(tmp_path), "--format", "json")
     assert result.returncode == 0, result.stdout + result.stderr

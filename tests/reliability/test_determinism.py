@@ -35,6 +35,7 @@ def test_planning_twice_gives_the_same_bytes(tmp_path: Path, capsys: pytest.Capt
     assert first.out.replace("build/first", "build/second") == second.out
 
 
+@pytest.mark.slow
 def test_another_machine_gives_the_same_bytes(tmp_path: Path) -> None:
     here = _standalone_project(tmp_path / "a")
     there = _standalone_project(tmp_path / "somewhere" / "else" / "with a space" / "checkout")

@@ -49,6 +49,7 @@ def _everything(project: Path, out: str, err: str) -> dict[str, str]:
     return {**files, "stdout": out, "stderr": err}
 
 
+@pytest.mark.slow
 def test_provider_credentials_are_masked_everywhere(tmp_path: Path) -> None:
     config = good_config()
     config["azure-native:clientSecret"] = secure()

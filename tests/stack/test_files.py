@@ -35,6 +35,7 @@ def test_the_shipped_list_is_every_git_tracked_stack_file() -> None:
     assert sorted(SHIPPED_STACK_FILES) == tracked
 
 
+@pytest.mark.slow
 def test_following_the_quickstart_leaves_the_suites_stacks_as_shipped(tmp_path: Path) -> None:
     """The quick start's own commands, in a copy of the project: the stack file they write is the reader's,
     and the suite's enumeration is unchanged (a folder listing would have taken it for a shipped stack)."""
