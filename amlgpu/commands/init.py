@@ -29,8 +29,10 @@ from kernel.errors import EXIT_OK, UserError
 
 DEFAULT_SKU = "Standard_ND96asr_v4"
 DEFAULT_REGION = "westeurope"
-IMAGE = "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18"
-"""Azure Container for PyTorch: PyTorch, DeepSpeed, Open MPI and NCCL (as the shipped stacks use)."""
+IMAGE = "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.8-cuda12.6:15"
+"""Azure Container for PyTorch, the current curated release (azureml-assets tag
+environment/acpt-pytorch-2.8-cuda12.6/15, 2026-07-23): PyTorch, DeepSpeed and NCCL, as the dev stack's
+environments/pytorch starts from."""
 SAMPLE_CODE = "jobs/workloads"
 STARTER_CODE = "src"
 STARTER_SCRIPT = '''"""Starter training script written by `amlgpu init`: each rank joins the process group and
@@ -137,7 +139,7 @@ config:
       tier: dedicated
       idle_time_before_scale_down: 900
   aml-gpu-training:environments:
-    # Azure Container for PyTorch: PyTorch, DeepSpeed, Open MPI and NCCL, pinned to a tag.
+    # Azure Container for PyTorch (the current curated release): PyTorch, DeepSpeed and NCCL, pinned to a tag.
     - name: acpt-pytorch
       version: "1"
       image: {IMAGE}
