@@ -306,6 +306,9 @@ CASES = [
          CLUSTER, "120 minutes"),
     Case("compute-instance-idle-shutdown", compute_instance(None), WORKSPACE, "no idle shutdown",
          comply=compute_instance("PT60M")),
+    Case("compute-size-offered-in-region", setting(COMPUTE, "location", "brazilsouth", CLUSTER), CLUSTER,
+         "Standard_ND96asr_v4 is not sold in brazilsouth (Microsoft's products-by-region table as read 2026-02-12); "
+         "it is listed in "),
     Case("compute-allowed-sizes", lambda b: aml(b).update(vmSize="Standard_NV36ads_A10_v5"), CLUSTER,
          "Standard_NV36ads_A10_v5 is not in the allowed sizes"),
     Case("compute-size-not-retired", lambda b: aml(b).update(vmSize="Standard_NC24rs_v3"), CLUSTER,
