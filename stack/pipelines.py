@@ -47,6 +47,7 @@ from kernel import regex as linear
 from kernel.paths import resolve_inside
 from stack.runs import (
     FILE_PREFIX,
+    MISSING_DISTRIBUTION,
     DataOutput,
     Distribution,
     InlineEnvironment,
@@ -60,6 +61,7 @@ from stack.runs import (
     Run,
     Service,
     distribution_any_case,
+    required_distribution,
     strip_compute_prefix,
 )
 
@@ -499,9 +501,10 @@ def _step_run(
         base = fields["outputs"].get(key, DataOutput())
         fields["outputs"][key] = out if isinstance(out, DataOutput) else base
     compute = step.compute or settings.default_compute
-    required = {"command": "a command (or a component)", "environment": "an environment (or a component with one)",
-                "distribution": "a distribution (type pytorch, mpi or tensorflow)"}
-    problems += [((key,), f"needs {what}") for key, what in required.items() if key not in fields]
+    required = {"command": "needs a command (or a component)",
+                "environment": "needs an environment (or a component with one)",
+                "distribution": MISSING_DISTRIBUTION}
+    problems += [((key,), what) for key, what in required.items() if key not in fields]
     if compute is None:
         problems.append((("compute",), "names no compute and the pipeline has no settings.default_compute"))
     if problems:
@@ -687,13 +690,13 @@ class Trial(Model):
     """Variables set for every process."""
     resources: Resources = Resources()
     """Nodes of each trial and container settings."""
-    distribution: Distribution
-    """How Azure ML starts each trial's processes: type pytorch, mpi or tensorflow."""
+    distribution: Distribution = Field(default=None, validate_default=True)
+    """How Azure ML starts each trial's processes: type pytorch, mpi or tensorflow (required)."""
 
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return distribution_any_case(value)
+        return required_distribution(value)
 
 
 class SweepJob(Model):

@@ -249,6 +249,25 @@ OPTIONAL_SEGMENT = linear.compile(r"(?s)\$\[\[.*?\]\]")
 """``$[[--flag ${{inputs.x}}]]``: a command segment Azure ML drops when its optional input is not given."""
 
 
+WITHOUT_DISTRIBUTION = ("Azure ML runs the command once on each node with none of the launch variables (MASTER_ADDR, "
+                        "MASTER_PORT, WORLD_SIZE, NODE_RANK, RANK, LOCAL_RANK): the nodes never meet")
+"""What a run, pipeline step or sweep trial without ``distribution`` does in Azure ML: the one wording the stack
+file's error and ``amlgpu import``'s note share."""
+WRITE_DISTRIBUTION = ("write distribution: {type: pytorch, process_count_per_instance: 1} for one process per node "
+                      "(a launcher such as torchrun starts the GPU processes), or process_count_per_instance: <GPUs "
+                      "per node> for one process per GPU; type mpi and tensorflow: docs/jobs.md")
+"""What to write instead (the error's fix)."""
+MISSING_DISTRIBUTION = f"distribution is required: without it {WITHOUT_DISTRIBUTION}; {WRITE_DISTRIBUTION}"
+
+
+def required_distribution(value: Any) -> Any:
+    """A required ``distribution`` as :func:`distribution_any_case` reads it; missing, the error says what Azure ML
+    would do without it and what to write (a field with ``default=None, validate_default=True`` runs this)."""
+    if value is None:
+        raise ValueError(MISSING_DISTRIBUTION)
+    return distribution_any_case(value)
+
+
 def distribution_any_case(value: Any) -> Any:
     """A ``distribution`` mapping with its ``type`` in lower case, before the discriminator reads the tag:
     azure-ai-ml accepts ``type: MPI`` as ``mpi``."""
@@ -285,7 +304,8 @@ class Run(Model):
     outputs: dict[str, DataOutput] = {}
     environment_variables: dict[str, str] = {}
     resources: Resources = Resources()
-    distribution: Distribution
+    distribution: Distribution = Field(default=None, validate_default=True)
+    """Required: left out, :data:`MISSING_DISTRIBUTION` says why and what to write."""
     limits: Limits = Limits()
     identity: JobIdentity | None = None
     services: dict[str, Service] = {}
@@ -294,7 +314,7 @@ class Run(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return distribution_any_case(value)
+        return required_distribution(value)
 
     @field_validator("command")
     @classmethod
