@@ -141,10 +141,11 @@ def cost_text(cost: Any) -> list[str]:
     floor = cost.floor_usd_per_month
     floor_text = f"{_usd(floor)} USD/month idle floor" if isinstance(floor, float) else "idle floor unknown"
     parts = ", ".join(f"{c.name} {c.max_instances} x {_usd(c.node_usd_per_hour)}" for c in priced)
+    dated = priced_at(priced)
     if not unpriced:
         return [f"Cost at list price: {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster at max "
-                f"nodes ({parts}), {floor_text} (cost.json)."]
-    lines = []
+                f"nodes ({parts}), {floor_text} (cost.json).", *dated]
+    lines = dated
     if priced:
         lines.append(f"Cost at list price: at least {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster "
                      f"at max nodes ({parts}), {floor_text} (cost.json).")
@@ -155,6 +156,16 @@ def cost_text(cost: Any) -> list[str]:
     lines.append(f"  Not priced: {missing}. The shipped table covers {regions}; add figures with "
                  "`amlgpu prices refresh --region R` or `--prices FILE`.")
     return lines
+
+
+def priced_at(priced: list[Any]) -> list[str]:
+    """The line under the cost naming the prices' sources and dates, and a warning line when they are stale."""
+    import datetime as dt
+
+    from azurefacts.prices import provenance
+
+    said, stale = provenance(((c.price_date, c.price_source) for c in priced), today=dt.date.today())
+    return [f"  Prices: {said}; `amlgpu prices show` lists them."] + ([f"  warning: {stale}"] if stale else []) if priced else []
 
 
 def plan_tree(result: Any, out: str) -> str:
