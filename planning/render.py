@@ -165,7 +165,9 @@ def priced_at(priced: list[Any]) -> list[str]:
     from azurefacts.prices import provenance
 
     said, stale = provenance(((c.price_date, c.price_source) for c in priced), today=dt.date.today())
-    return [f"  Prices: {said}; `amlgpu prices show` lists them."] + ([f"  warning: {stale}"] if stale else []) if priced else []
+    if not priced:
+        return []
+    return [f"  Prices: {said}; `amlgpu prices show` lists them.", *([f"  warning: {stale}"] if stale else [])]
 
 
 def plan_tree(result: Any, out: str) -> str:

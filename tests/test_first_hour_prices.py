@@ -58,4 +58,5 @@ def test_the_warning_starts_after_180_days() -> None:
     assert prices.provenance(figure, today=dt.date(2026, 11, 28)) == (
         "Azure Retail Prices API (2026-06-01)", None)
     _, stale = prices.provenance(figure, today=dt.date(2026, 11, 29))
-    assert stale is not None and stale.startswith("prices read 2026-06-01 are more than 180 days old (today 2026-11-29)")
+    assert stale is not None
+    assert stale.startswith("prices read 2026-06-01 are more than 180 days old (today 2026-11-29)")
