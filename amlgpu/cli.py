@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"amlgpu {version()}")
+    parser.add_argument("--color", action="store_true", help="colour findings even when not on a terminal or with "
+                        "NO_COLOR set (given anywhere on the command line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
@@ -118,12 +120,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from amlgpu.terminal import use_colour
+
     try:
         # Inside the try: building the parser imports every command, long enough for a Ctrl-C to land there.
         bad = next((arg for arg in (sys.argv[1:] if argv is None else argv) if "\0" in arg), None)
         if bad is not None:  # no shell can pass one, but a caller of main() can: no path may hold it
             raise UserError(f"argument {bad!r} holds a NUL byte")
-        args = build_parser().parse_args(argv)
+        given = list(sys.argv[1:] if argv is None else argv)
+        use_colour(force="--color" in given)  # a terminal gets colour, a pipe none (amlgpu.terminal)
+        args = build_parser().parse_args([arg for arg in given if arg != "--color"])
         return int(args.func(args) or 0)
     except UserError as err:
         print(err.report(), file=sys.stderr)
