@@ -26,6 +26,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from kernel import regex as linear
 from kernel import secrets
 
 # Python's re: one character class, one step per character, and every write goes through it (RE2's binding takes
@@ -63,10 +64,10 @@ def clean(text: str) -> str:
 
 RED, YELLOW, RESET = "\x1b[31m", "\x1b[33m", "\x1b[0m"
 _FINDING = r"\S+:\d+(?::\d+)?  [a-z0-9-]+  \[(?:critical|high|medium|low)\]  "
-_RED = re.compile(rf"^(?:{_FINDING}|error:|Mandatory policy failures:|\d+ mandatory failures? \(exit)")
+_RED = linear.compile(rf"^(?:{_FINDING}|error:|Mandatory policy failures:|\d+ mandatory failures? \(exit)")
 """A mandatory failure as the plan lists it (unindented ``file:line  rule  [severity]  ...``), its heading and
 count, and an error."""
-_YELLOW = re.compile(rf"^(?:  {_FINDING}|Advisory findings|\s*warning:)")
+_YELLOW = linear.compile(rf"^(?:  {_FINDING}|Advisory findings|\s*warning:)")
 """An advisory finding as the plan lists it (indented two spaces), its heading, and a warning."""
 
 

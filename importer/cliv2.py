@@ -104,6 +104,7 @@ def read(source: Source, ctx: Context, document: Any) -> list[Draft]:
     run = draft.run
     stem = source.path.stem
     run["name"] = job.get("name") or slug(source.path.parent.name if stem in ("job", "pipeline") else stem)
+    draft.named_in_source = bool(job.get("name"))
     for key in ("display_name", "experiment_name", "description", "tags", "properties"):
         if key in job:
             run[key] = job[key]
