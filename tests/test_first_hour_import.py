@@ -53,7 +53,8 @@ def test_a_folder_imports_in_one_call_with_distinct_names(project: Path, capsys:
     assert [(r["name"], r.get("type", "command")) for r in runs] == [("iris", "command"), ("iris-sweep", "sweep")]
     assert "note: skipped iris/conda.yml: not a job (no command, jobs or trial)" in err
     assert "note: skipped iris/helpers.py: no ScriptRunConfig(...)" in err
-    assert "iris/sweep.yml:1: note: named 'iris-sweep': 'iris' is the name of the run imported from iris/job.yml:1" in err
+    assert ("iris/sweep.yml:1: note: named 'iris-sweep': 'iris' is the name of the run imported from "
+            "iris/job.yml:1") in err
     # several files in one call: the same names
     again, _ = _import(["iris/job.yml", "iris/sweep.yml"], capsys)
     assert [r["name"] for r in again] == ["iris", "iris-sweep"]
@@ -92,3 +93,24 @@ def test_an_sdk_v1_pipeline_is_an_explicit_todo(project: Path, capsys: pytest.Ca
     assert ("TODO(amlgpu import): SDK v1 Pipeline(...) of 1 step(s) (CommandStep) at line 8 was dropped: only the "
             "ScriptRunConfig is imported, as one run") in said.out
     assert "declare a pipeline job (type: pipeline" in said.out
+
+
+def test_write_keeps_the_users_comment_where_it_was(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = project.parent / "Pulumi.dev.yaml"
+    text = (ROOT / "Pulumi.dev.yaml").read_text().rstrip("\n") + (
+        "\n    # A pipeline: train then evaluate.\n"
+        "    - name: train-eval\n      type: pipeline\n      settings:\n        default_compute: gpu-a100\n"
+        "      jobs:\n        train:\n          code: jobs/workloads\n          command: python train_ddp.py\n"
+        "          environment: acpt-pytorch\n          resources:\n            instance_count: 2\n"
+        "          distribution:\n            type: pytorch\n            process_count_per_instance: 8\n"
+        "  # Waivers, reviewed monthly by the platform team.\n  aml-gpu-training:waivers: []\n")
+    stack.write_text(text)
+    (project / "job.yml").write_text(yaml.safe_dump(COMMAND_JOB))
+    assert main(["import", "iris/job.yml", "--stack", "dev", "--write"]) == 0
+    capsys.readouterr()
+    written = stack.read_text()
+    assert written.startswith(text.split("  # Waivers", 1)[0])  # everything before the new entry as it was
+    head, entry = written.split("    # imported from iris/job.yml:1 (CLI v2 job)\n    - name: iris\n", 1)
+    assert head.endswith("            process_count_per_instance: 8\n")  # right after the pipeline, no comment
+    assert entry.endswith("  # Waivers, reviewed monthly by the platform team.\n  aml-gpu-training:waivers: []\n")
+    assert written.count("# Waivers, reviewed monthly") == 1
