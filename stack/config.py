@@ -34,7 +34,7 @@ from stack import NAMESPACE
 from stack.fabric_check import fabric_check_runs
 from stack.infrastructure import Cluster, Environment, Network, Workspace
 from stack.pipelines import Composite, JobEntry, PipelineJob, SweepJob, qualified
-from stack.runs import FILE_PREFIX, InlineEnvironment, Run
+from stack.runs import FILE_PREFIX, MISSING_DISTRIBUTION, InlineEnvironment, Run
 from stack.stackfile import SECRET_PLACEHOLDER, StackFile
 from stack.waivers import Waiver
 
@@ -619,7 +619,7 @@ def _translate(error: Mapping[str, Any], path: KeyPath) -> str:
         return ("the value is encrypted (secure:) and the offline plan cannot decrypt it to check it; "
                 "it is not a secret: set it in plain text")
     if kind == "missing":
-        return "required key is missing"
+        return MISSING_DISTRIBUTION if path and path[-1] == "distribution" else "required key is missing"
     if kind in ("value_error", "assertion_error"):
         return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if kind in _NOUNS:

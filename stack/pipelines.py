@@ -61,7 +61,6 @@ from stack.runs import (
     Run,
     Service,
     distribution_any_case,
-    required_distribution,
     strip_compute_prefix,
 )
 
@@ -690,13 +689,13 @@ class Trial(Model):
     """Variables set for every process."""
     resources: Resources = Resources()
     """Nodes of each trial and container settings."""
-    distribution: Distribution = Field(default=None, validate_default=True)
-    """How Azure ML starts each trial's processes: type pytorch, mpi or tensorflow (required)."""
+    distribution: Distribution
+    """How Azure ML starts each trial's processes: type pytorch, mpi or tensorflow."""
 
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return required_distribution(value)
+        return distribution_any_case(value)
 
 
 class SweepJob(Model):

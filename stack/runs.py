@@ -258,14 +258,7 @@ WRITE_DISTRIBUTION = ("write distribution: {type: pytorch, process_count_per_ins
                       "per node> for one process per GPU; type mpi and tensorflow: docs/jobs.md")
 """What to write instead (the error's fix)."""
 MISSING_DISTRIBUTION = f"distribution is required: without it {WITHOUT_DISTRIBUTION}; {WRITE_DISTRIBUTION}"
-
-
-def required_distribution(value: Any) -> Any:
-    """A required ``distribution`` as :func:`distribution_any_case` reads it; missing, the error says what Azure ML
-    would do without it and what to write (a field with ``default=None, validate_default=True`` runs this)."""
-    if value is None:
-        raise ValueError(MISSING_DISTRIBUTION)
-    return distribution_any_case(value)
+"""The error of a run, step or trial that leaves ``distribution`` out (stack.config's error words, stack.pipelines)."""
 
 
 def distribution_any_case(value: Any) -> Any:
@@ -304,8 +297,7 @@ class Run(Model):
     outputs: dict[str, DataOutput] = {}
     environment_variables: dict[str, str] = {}
     resources: Resources = Resources()
-    distribution: Distribution = Field(default=None, validate_default=True)
-    """Required: left out, :data:`MISSING_DISTRIBUTION` says why and what to write."""
+    distribution: Distribution
     limits: Limits = Limits()
     identity: JobIdentity | None = None
     services: dict[str, Service] = {}
@@ -314,7 +306,7 @@ class Run(Model):
     @field_validator("distribution", mode="before")
     @classmethod
     def _distribution_type_any_case(cls, value: Any) -> Any:
-        return required_distribution(value)
+        return distribution_any_case(value)
 
     @field_validator("command")
     @classmethod
