@@ -465,6 +465,10 @@ CASES = [
     Case("run-launcher-rendezvous",
          launch_setting("torchrun-per-node", rendezvous="each node alone", rendezvous_from="--standalone"),
          "torchrun-per-node", "--standalone: each node waits on its own localhost for 2 node(s) that never come"),
+    Case("run-launch-variable-empty",
+         launch_setting("torchrun-per-node", node_rank="unknown", node_rank_from="--node_rank $NODERANK"),
+         "torchrun-per-node", "--node_rank $NODERANK reads $NODERANK, which is certainly empty: Azure ML never sets "
+         "it and neither the command nor environment_variables assign it. Did you mean $NODE_RANK?"),
     Case("run-launch-topology-unknown",
          launch_setting("torchrun-per-node", unknown=["--nnodes $N: the nodes it waits for: `$N` is only known"]),
          "torchrun-per-node", "cannot tell: `torchrun --nproc_per_node 8 --nnodes 2"),
