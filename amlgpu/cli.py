@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from amlgpu.terminal import cleaned_output
+from amlgpu.terminal import cleaned_output, use_colour
 from kernel import interrupts
 from kernel.errors import EXIT_USAGE, UserError
 
@@ -131,6 +131,8 @@ def build_parser(load: Iterable[str] = COMMANDS) -> argparse.ArgumentParser:
         epilog=_EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"amlgpu {version()}")
+    parser.add_argument("--color", action="store_true", help="colour findings even when not on a terminal or with "
+                        "NO_COLOR set (given anywhere on the command line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     load = set(load)
@@ -163,7 +165,10 @@ def _main(argv: list[str] | None) -> int:
         bad = next((arg for arg in given if "\0" in arg), None)
         if bad is not None:  # no shell can pass one, but a caller of main() can: no path may hold it
             raise UserError(f"argument {bad!r} holds a NUL byte")
-        args = build_parser(_command(given)).parse_args(argv)
+        force = "--color" in given
+        given = [arg for arg in given if arg != "--color"]
+        use_colour(force=force)  # a terminal gets colour, a pipe none (amlgpu.terminal)
+        args = build_parser(_command(given)).parse_args(given)
         return int(args.func(args) or 0)
     except UserError as err:
         print(err.report(), file=sys.stderr)

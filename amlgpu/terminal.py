@@ -20,11 +20,13 @@ flags, a known credential shape) as ``[secret]``, the way :mod:`planning.artifac
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from kernel import regex as linear
 from kernel import secrets
 
 # Python's re: one character class, one step per character, and every write goes through it (RE2's binding takes
@@ -60,6 +62,40 @@ def clean(text: str) -> str:
     return "\n".join(clean_line(line) for line in _CONTROL.sub("", text).split("\n"))
 
 
+RED, YELLOW, RESET = "\x1b[31m", "\x1b[33m", "\x1b[0m"
+_FINDING = r"\S+:\d+(?::\d+)?  [a-z0-9-]+  \[(?:critical|high|medium|low)\]  "
+_RED = linear.compile(rf"^(?:{_FINDING}|error:|Mandatory policy failures:|\d+ mandatory failures? \(exit)")
+"""A mandatory failure as the plan lists it (unindented ``file:line  rule  [severity]  ...``), its heading and
+count, and an error."""
+_YELLOW = linear.compile(rf"^(?:  {_FINDING}|Advisory findings|\s*warning:)")
+"""An advisory finding as the plan lists it (indented two spaces), its heading, and a warning."""
+
+
+def paint_line(line: str) -> str:
+    """``line`` (with or without its newline) red or yellow as :data:`_RED` / :data:`_YELLOW` say, else as it is."""
+    body = line.rstrip("\n")
+    colour = RED if _RED.match(body) else YELLOW if _YELLOW.match(body) else None
+    return line if colour is None or not body else f"{colour}{body}{RESET}{line[len(body):]}"
+
+
+def colour_wanted(stream: TextIO, *, force: bool = False) -> bool:
+    """Whether ``stream`` gets colour: forced, or a terminal with neither NO_COLOR (any value) nor TERM=dumb."""
+    if force:
+        return True
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def use_colour(*, force: bool = False) -> None:
+    """Turn colour on for ``sys.stdout`` and ``sys.stderr`` where :func:`colour_wanted` says (inside
+    :func:`cleaned_output`; a stream that is not a :class:`CleanStream` is left alone)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, CleanStream):
+            stream.colour = colour_wanted(stream.stream, force=force)
+
+
 class CleanStream:
     """A text stream that writes what it is given through :func:`clean_line`, line by line, secrets masked.
 
@@ -74,6 +110,8 @@ class CleanStream:
         """The current line's text not yet written."""
         self._started = False
         """Whether part of the current line has been written (its start was judged already)."""
+        self.colour = False
+        """Whether whole lines are painted (:func:`paint_line`); see :func:`use_colour`."""
 
     def write(self, text: str) -> int:
         self._line += _CONTROL.sub("", text)
@@ -89,6 +127,8 @@ class CleanStream:
                 piece = piece.replace(_OLD_COMMAND, "##")
         else:
             piece = clean_line(piece)
+            if self.colour and piece.endswith("\n"):
+                piece = paint_line(piece)
         self.stream.write(piece)
         self._started = not piece.endswith("\n")
 

@@ -7,7 +7,8 @@ and a cluster of it may not deploy (``amlgpu preflight`` asks the subscription's
 are the authority). A listed series can still lack capacity or quota, so "listed" proves nothing more.
 
 :func:`listed` answers True (listed), False (not listed) or None (unknown: a size the table does not
-map, such as a retired one, or a region it does not cover). Nothing is inferred from other series.
+map, such as a retired one, or a region it does not cover). Nothing is inferred from other series;
+:meth:`Availability.regions_with` names where a size is listed (what a finding or ``amlgpu init`` suggests).
 """
 
 from __future__ import annotations
@@ -41,6 +42,29 @@ class Availability:
         if series is None or offered is None:
             return None
         return series in offered
+
+    def regions_with(self, size: str) -> list[str]:
+        """The regions (ARM names, sorted) where ``size``'s series is listed; empty when the size is unmapped."""
+        series = self.series_of(size)
+        return sorted(region for region, offered in self.regions.items() if series is not None and series in offered)
+
+
+REGIONS_SHOWN = 12
+"""Regions a message names before it says how many more there are."""
+
+
+def not_offered(size: str, region: str) -> str | None:
+    """Why ``size`` cannot be had in ``region``, naming where it is listed and the table's date; None when it is
+    listed there or the table does not know (the policy rule ``compute-size-offered-in-region`` and
+    ``amlgpu init`` say this)."""
+    table = load()
+    if table.listed(size, region) is not False:
+        return None
+    where = table.regions_with(size)
+    shown = ", ".join(where[:REGIONS_SHOWN]) + (f" and {len(where) - REGIONS_SHOWN} more"
+                                                 if len(where) > REGIONS_SHOWN else "")
+    return (f"{size} is not sold in {arm_region(region)} (Microsoft's products-by-region table as read "
+            f"{table.date}); " + (f"it is listed in {shown}" if where else "no region the table covers lists it"))
 
 
 @cache

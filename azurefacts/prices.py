@@ -26,6 +26,7 @@ overrides the shipped one figure by figure.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -197,3 +198,31 @@ def from_retail_items(
             )
         found[key] = price
     return found
+
+
+STALE_AFTER_DAYS = 180
+"""Figures older than this get a warning: Azure changes GPU list prices several times a year."""
+
+
+def short_source(source: str) -> str:
+    """A figure's source up to its first detail (``SkyPilot's public catalogue of Azure VM prices``)."""
+    return source.split(":", 1)[0].split(",", 1)[0].split(" (", 1)[0].strip()
+
+
+def provenance(figures: Iterable[tuple[str, str]], *, today: dt.date) -> tuple[str, str | None]:
+    """Where ``figures`` (date, source) come from, as one phrase (each source with its dates), and a warning when
+    the oldest is more than :data:`STALE_AFTER_DAYS` days before ``today`` (None when none is)."""
+    by_source: dict[str, set[str]] = {}
+    for date, source in figures:
+        by_source.setdefault(short_source(source), set()).add(date)
+    if not by_source:
+        return "no figures", None
+    text = "; ".join(f"{source} ({', '.join(sorted(dates))})"
+                     for source, dates in sorted(by_source.items(), key=lambda item: min(item[1])))
+    dates = sorted(d for found in by_source.values() for d in found)
+    stale = [d for d in dates if (today - dt.date.fromisoformat(d)).days > STALE_AFTER_DAYS]
+    if not stale:
+        return text, None
+    return text, (f"prices read {', '.join(stale)} are more than {STALE_AFTER_DAYS} days old (today {today}): "
+                  "list prices change; refresh them with `amlgpu prices refresh --region R`")
+

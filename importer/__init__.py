@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from importer import cliv2, pipeline, sdk, sdk_pipeline
-from importer.base import Draft, ImportInputError, Placeholder, Source, contains_placeholder
+from importer.base import Draft, ImportInputError, Placeholder, Source, contains_placeholder, slug
 from importer.mapping import Context
 from kernel import regex as linear
 from kernel.errors import ConfigError
@@ -34,18 +34,66 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def import_files(paths: list[Path], ctx: Context, *, name: str | None = None) -> list[Draft]:
-    """Drafts for every job in ``paths``, named uniquely and checked against the stack model.
+_JOB_KEYS = frozenset({"command", "jobs", "trial", "component"})
+"""Top-level keys of a job file (command, pipeline, sweep); a folder's other YAML files (conda files,
+environment and component specs, data assets) are not jobs."""
+
+
+def _folder_jobs(folder: Path, skipped: list[str]) -> list[Path]:
+    """The job files and scripts directly in ``folder``, sorted; YAML files that are not jobs are left out (and
+    named in ``skipped``), as are other files."""
+    found: list[Path] = []
+    for path in sorted(p for p in folder.iterdir() if p.is_file()):
+        if sdk.is_script(path):
+            found.append(path)
+        elif cliv2.is_job_file(path):
+            try:
+                document = cliv2.load_yaml(Source(path=path.resolve(), display=_display(path)))
+            except ImportInputError:
+                skipped.append(f"{_display(path)}: not readable YAML")
+                continue
+            kind = document.get("type") if isinstance(document, dict) else None
+            if isinstance(document, dict) and (_JOB_KEYS & set(document) or kind in ("command", "pipeline", "sweep")):
+                found.append(path)
+            else:
+                skipped.append(f"{_display(path)}: not a job (no command, jobs or trial)")
+    return found
+
+
+def import_files(paths: list[Path], ctx: Context, *, name: str | None = None,
+                 skipped: list[str] | None = None) -> list[Draft]:
+    """Drafts for every job in ``paths`` (a folder: the job files and scripts directly in it), named uniquely
+    and checked against the stack model.
 
     Bad input (unreadable, not a job, a name the stack already uses, an entry the stack model refuses)
-    raises :class:`ImportInputError` (exit 2). ``name`` renames the one run imported.
+    raises :class:`ImportInputError` (exit 2). ``name`` renames the one run imported. A folder's scripts
+    that hold no job, and its YAML files that are not jobs, are left out and named in ``skipped``.
     """
     drafts: list[Draft] = []
+    skipped = [] if skipped is None else skipped
+    expanded: list[tuple[Path, bool]] = []
     for path in paths:
+        if path.is_dir():
+            expanded += [(found, True) for found in _folder_jobs(path, skipped)]
+            if not any(from_folder for _, from_folder in expanded):
+                raise ImportInputError("the folder holds no job file (.yml/.yaml) or script (.py)",
+                                       file=_display(path))
+        else:
+            expanded.append((path, False))
+    for path, from_folder in expanded:
         source = Source(path=path.resolve(), display=_display(path))
         if not path.is_file():
             raise ImportInputError("no such file", file=source.display)
-        if cliv2.is_job_file(path):
+        if from_folder and sdk.is_script(path):
+            try:
+                text, tree = sdk.parse_script(source)
+                found = (sdk_pipeline.read(source, ctx, tree) if sdk_pipeline.has_pipeline(source, tree)
+                         else sdk.read(source, ctx, text, tree))
+            except ImportInputError as err:  # a helper module beside the submission script
+                skipped.append(f"{source.display}: {err.message}")
+                continue
+            drafts += found
+        elif cliv2.is_job_file(path):
             document = cliv2.load_yaml(source)  # read and parsed once; bad YAML is exit 2 naming the line
             read = pipeline.read if pipeline.is_composite(document) else cliv2.read
             drafts += read(source, ctx, document)
@@ -66,7 +114,28 @@ def import_files(paths: list[Path], ctx: Context, *, name: str | None = None) ->
     return drafts
 
 
+def _distinct(drafts: list[Draft]) -> None:
+    """Drafts imported together that share a derived name (``job.yml`` and ``sweep.yml`` of one folder both take
+    the folder's) get the file's stem after it, then a number: ``iris``, ``iris-sweep``. A name the source
+    itself gives is kept; two such names clash in :func:`_unique_names`."""
+    taken: set[str] = set()
+    for draft in drafts:
+        run_name = str(draft.run.get("name"))
+        first = next(d for d in drafts if str(d.run.get("name")).lower() == run_name.lower())
+        if run_name.lower() not in taken or draft.named_in_source or first.origin == draft.origin:
+            taken.add(run_name.lower())  # a file given twice is a collision, not two runs
+            continue
+        base = f"{run_name}-{slug(Path(draft.file).stem)}"
+        candidate, n = base, 2
+        while candidate.lower() in taken:
+            candidate, n = f"{base}-{n}", n + 1
+        draft.notes.append(f"named {candidate!r}: {run_name!r} is the name of the run imported from {first.origin}")
+        draft.run["name"] = candidate
+        taken.add(candidate.lower())
+
+
 def _unique_names(drafts: list[Draft], ctx: Context) -> None:
+    _distinct(drafts)
     existing = {run.name.lower(): run.name for run in ctx.stack.config.jobs} if ctx.stack else {}
     seen: dict[str, Draft] = {}
     for draft in drafts:

@@ -55,6 +55,8 @@ class Draft:
     notes: list[str] = field(default_factory=list)
     key_lines: dict[str, int] = field(default_factory=dict)
     """The line of each top-level key in the source, where known (job files): errors point at it."""
+    named_in_source: bool = False
+    """The run's name is the source's own (a job file's ``name:``), not derived from the file's name."""
 
     def line_of(self, key: object) -> int:
         return self.key_lines.get(str(key), self.line)

@@ -31,14 +31,17 @@ from importer.mapping import (
     project_path,
 )
 from kernel import bounded
-from stack.runs import is_remote_path
+from stack.runs import WITHOUT_DISTRIBUTION, is_remote_path
 
 KIND = "CLI v2 job"
 
 NO_DISTRIBUTION_NOTE = (
-    "no distribution: Azure ML runs the command once per node; imported as distribution pytorch with 1 "
-    "process per node (the same processes, with MASTER_ADDR/MASTER_PORT/WORLD_SIZE/NODE_RANK/RANK/LOCAL_RANK set)"
+    f"no distribution: {WITHOUT_DISTRIBUTION}; imported as distribution: {{type: pytorch, "
+    "process_count_per_instance: 1}: the same processes, with those variables set (for one process per GPU, "
+    "process_count_per_instance: <GPUs per node>)"
 )
+"""The words a run's missing distribution gets in the stack file (stack.runs.WITHOUT_DISTRIBUTION), and what import
+wrote instead."""
 
 
 def _plain(value: Any) -> Any:
@@ -101,6 +104,7 @@ def read(source: Source, ctx: Context, document: Any) -> list[Draft]:
     run = draft.run
     stem = source.path.stem
     run["name"] = job.get("name") or slug(source.path.parent.name if stem in ("job", "pipeline") else stem)
+    draft.named_in_source = bool(job.get("name"))
     for key in ("display_name", "experiment_name", "description", "tags", "properties"):
         if key in job:
             run[key] = job[key]

@@ -60,6 +60,53 @@ def _yaml(mapping: int = 2, sequence: int = 4, offset: int = 2) -> YAML:
     return yaml
 
 
+def _deepest_trailing(node: Any) -> tuple[Any, Any] | None:
+    """(container, key) of the comment that trails ``node``'s last entry at any depth (ruamel keeps a comment
+    after a block on the innermost last key, or on the last item of the innermost sequence)."""
+    while isinstance(node, CommentedMap | CommentedSeq) and len(node):
+        last: Any = list(node)[-1] if isinstance(node, CommentedMap) else len(node) - 1
+        entry = node.ca.items.get(last)
+        if entry and len(entry) > 2 and entry[2] is not None and "#" in entry[2].value:
+            return node, last
+        if entry and isinstance(node, CommentedSeq) and entry[0] is not None and "#" in entry[0].value:
+            return node, last
+        node = node[last]
+    return None
+
+
+def _comment_lines(token: Any) -> list[str]:
+    """The text of a ruamel comment token's lines (without ``#``), blank lines left out."""
+    return [line.strip()[1:].removeprefix(" ") for line in str(token.value).splitlines()
+            if line.strip().startswith("#")]
+
+
+def _move_to_next_key(seq: CommentedSeq, config: CommentedMap, key: str, indent: int) -> None:
+    """The comment that trails ``seq``'s last item (at any depth) is the user's note on the key after ``key`` in
+    ``config``: move it above that key, so an entry appended to ``seq`` goes before it, not after it."""
+    keys = list(config)
+    following = keys[keys.index(key) + 1] if key in keys and keys.index(key) + 1 < len(keys) else None
+    found = _deepest_trailing(seq)
+    if following is None or found is None:
+        return
+    container, last = found
+    entry = container.ca.items[last]
+    token = entry[2] if len(entry) > 2 and entry[2] is not None else entry[0]
+    lines = _comment_lines(token)
+    if not lines:
+        return
+    if token is entry[2]:
+        kept = str(token.value).split("\n", 1)[0]  # a comment on the entry's own line stays there
+        if "#" in kept:
+            token.value = kept + "\n"
+            lines = lines[1:]
+        else:
+            entry[2] = None
+    else:
+        entry[0] = None
+    if lines:
+        config.yaml_set_comment_before_after_key(following, before="\n".join(lines), indent=indent)
+
+
 def _append(seq: CommentedSeq, item: CommentedMap, comment: str, indent: int) -> None:
     """Append ``item`` with ``comment`` above it, moving a comment that trailed the old last item (the
     one introducing the next key of the file) after the new one, where it belongs."""
@@ -136,6 +183,8 @@ def append_to_stack(path: Path, drafts: list[Draft]) -> str:
         seq = config.get(key)
         if seq is None:
             seq = config[key] = CommentedSeq()
+        else:
+            _move_to_next_key(seq, config, key, mapping)
         for entry, draft in items:
             item = _ordered(entry) if key == JOBS_KEY else CommentedMap(entry)
             comment = "\n".join(draft.comments) if key == JOBS_KEY else _for_run(draft)

@@ -43,23 +43,31 @@ _COMMON = ("display_name", "experiment_name", "description", "tags")
 _GENERIC_STEMS = frozenset({"job", "pipeline", "job-sweep", "sweep"})
 
 
+PREVIEW_TYPES = {"sweep_job": SWEEP}
+"""The preview CLI's spellings of a job ``type`` that azure-ai-ml refuses today, with today's."""
+
+
 def is_composite(document: Any) -> bool:
     """Whether a job file's document (:func:`importer.cliv2.load_yaml`) is a pipeline or sweep job (its
-    top-level ``type``)."""
-    return isinstance(document, dict) and document.get("type") in KIND
+    top-level ``type``, in today's spelling or the preview's)."""
+    return isinstance(document, dict) and (document.get("type") in KIND or document.get("type") in PREVIEW_TYPES)
 
 
 def read(source: Source, ctx: Context, document: Any) -> list[Draft]:
     """The pipeline or sweep job in ``source`` (its ``document``, as :func:`importer.cliv2.load_yaml` reads
     it) as a draft (exit 2 when it cannot be one)."""
-    if not isinstance(document, dict) or document.get("type") not in KIND:
+    if not is_composite(document):
         raise ImportInputError("not a pipeline or sweep job file", file=source.display)
     job = _plain(document)
-    kind = str(job["type"])
+    kind = PREVIEW_TYPES.get(str(job["type"]), str(job["type"]))
     draft = Draft(file=source.display, line=1, kind=KIND[kind], run={},
                   key_lines={str(key): _line_of(document, str(key), 1) for key in document})
+    if job["type"] != kind:
+        draft.notes.append(f"type: {job['type']} (the preview CLI's spelling, which azure-ai-ml refuses today) is "
+                           f"now written type: {kind}")
     stem = source.path.stem
     draft.run["name"] = job.get("name") or slug(source.path.parent.name if stem in _GENERIC_STEMS else stem)
+    draft.named_in_source = bool(job.get("name"))
     draft.run["type"] = kind
     for key in _COMMON:
         if key in job:
@@ -177,6 +185,13 @@ def _sweep(ctx: Context, draft: Draft, source: Source, job: dict[str, Any], docu
     if not isinstance(trial, dict):
         raise ImportInputError("a sweep job without a trial: expected a mapping under 'trial'", file=draft.file,
                                line=line)
+    top = job.get("resources")
+    if isinstance(top, dict):  # azure-ai-ml's sweep takes resources for its trials at the top level too
+        trial = {**trial, "resources": {**top, **(trial.get("resources") or {})}}
+        draft.notes.append("resources at the top of the sweep (azure-ai-ml sends them as the sweep's resources, "
+                           "the trials' nodes, and fills them from the trial's when absent) is written under "
+                           "trial.resources" + (", the trial's own values kept" if "resources" in job.get(
+                               "trial", {}) else ""))
     out: dict[str, Any] = {}
     if "code" in trial:
         out["code"] = project_path(ctx, source.folder / str(trial["code"]), draft, "trial.code", line)
@@ -199,5 +214,5 @@ def _sweep(ctx: Context, draft: Draft, source: Source, job: dict[str, Any], docu
         if key in job:
             run[key] = job[key]
     for key in job:
-        if key not in run and key not in ("$schema",):
+        if key not in run and key not in ("$schema",) and not (key == "resources" and isinstance(top, dict)):
             run[key] = job[key]  # anything the model refuses

@@ -116,7 +116,42 @@ def read(source: Source, ctx: Context, text: str, tree: ast.Module) -> list[Draf
             drafts.append(_v1(call, module, source, ctx, name, experiment))
         else:
             drafts.append(_v2(call, source, ctx, name))
+    pipeline = _v1_pipeline(tree, text)
+    if pipeline is not None:
+        line, steps = pipeline
+        for draft in drafts:
+            draft.todo("pipeline", line, f"SDK v1 Pipeline(...) of {len(steps)} step(s) ({', '.join(steps)}) at "
+                       f"line {line} was dropped: only the ScriptRunConfig is imported, as one run, without the "
+                       "steps' order, the data they pass (PipelineData, OutputFileDatasetConfig) or a schedule",
+                       "declare a pipeline job (type: pipeline, jobs: one command step per step, outputs bound "
+                       "with ${{parent.jobs.<step>.outputs.<name>}}): docs/migrating.md")
     return drafts
+
+
+_V1_STEPS = frozenset({"CommandStep", "PythonScriptStep", "MpiStep", "EstimatorStep", "ParallelRunStep",
+                       "DataTransferStep", "HyperDriveStep", "AutoMLStep", "ModuleStep", "AdlaStep",
+                       "DatabricksStep", "SynapseSparkStep", "KustoStep"})
+"""Step classes of azureml-pipeline-steps (SDK v1)."""
+
+
+def _v1_pipeline(tree: ast.Module, text: str) -> tuple[int, list[str]] | None:
+    """(line, step classes in the order written) of an SDK v1 ``Pipeline(...)`` in a script that imports
+    ``azureml.pipeline``; None when there is none."""
+    if "azureml.pipeline" not in text:
+        return None
+    line = None
+    steps: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name == "Pipeline" and line is None:
+                line = node.lineno
+            elif name in _V1_STEPS:
+                steps.append((node.lineno, name))
+    if line is None:
+        return None
+    return line, [name for _, name in sorted(steps)] or ["steps not read"]
 
 
 # ------------------------------------------------------------------------------------------ shared

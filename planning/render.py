@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from azurefacts import resource_types, skus
-from azurefacts.prices import DEFAULT_TABLE, load
+from azurefacts.prices import DEFAULT_TABLE, load, provenance
 from planning.engine import PlannedResource
 from planning.outcome import StackOutcome, worst
 from policies.cost import CostReport
@@ -144,20 +145,28 @@ def cost_text(cost: CostReport) -> list[str]:
     floor = cost.floor_usd_per_month
     floor_text = f"{_usd(floor)} USD/month idle floor" if isinstance(floor, float) else "idle floor unknown"
     parts = ", ".join(f"{c.name} {c.max_instances} x {_usd(price)}" for c, price in priced)
+    dated = priced_at([c for c, _ in priced])
     if not unpriced:
         return [f"Cost at list price: {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster at max "
-                f"nodes ({parts}), {floor_text} (cost.json)."]
-    lines = []
+                f"nodes ({parts}), {floor_text} (cost.json).", *dated]
     if priced:
-        lines.append(f"Cost at list price: at least {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster "
-                     f"at max nodes ({parts}), {floor_text} (cost.json).")
+        lines = [f"Cost at list price: at least {_usd(cost.priced_ceiling_usd_per_hour)} USD/h with every cluster "
+                 f"at max nodes ({parts}), {floor_text} (cost.json).", *dated]
     else:
-        lines.append(f"Cost at list price: unknown: no cluster of this stack has a price in the table; {floor_text}.")
+        lines = [f"Cost at list price: unknown: no cluster of this stack has a price in the table; {floor_text}."]
     regions = ", ".join(load(DEFAULT_TABLE).regions)
     missing = ", ".join(f"{c.name} ({c.size} in {c.region}, {c.tier})" for c in unpriced)
     lines.append(f"  Not priced: {missing}. The shipped table covers {regions}; add figures with "
                  "`amlgpu prices refresh --region R` or `--prices FILE`.")
     return lines
+
+
+def priced_at(priced: list[Any]) -> list[str]:
+    """The line under the cost naming the prices' sources and dates, and a warning line when they are stale."""
+    said, stale = provenance(((c.price_date, c.price_source) for c in priced), today=dt.date.today())
+    if not priced:
+        return []
+    return [f"  Prices: {said}; `amlgpu prices show` lists them.", *([f"  warning: {stale}"] if stale else [])]
 
 
 def plan_tree(result: Plan, out: str) -> str:

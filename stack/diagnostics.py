@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from kernel.errors import ConfigError, Problem
 from stack import NAMESPACE
 from stack.keys import LOCATION_KEY, SUBSCRIPTION_KEY, KeyPath, Locate, key_text
+from stack.runs import MISSING_DISTRIBUTION
 from stack.secrecy import ENCRYPTED_VALUE, shown
 from stack.stackfile import SECRET_PLACEHOLDER
 
@@ -88,7 +89,7 @@ def _translate(error: Mapping[str, Any], path: KeyPath) -> str:
     if error.get("input") == SECRET_PLACEHOLDER:
         return ENCRYPTED_VALUE
     if kind == "missing":
-        return "required key is missing"
+        return MISSING_DISTRIBUTION if path and path[-1] == "distribution" else "required key is missing"
     if kind in ("value_error", "assertion_error"):
         return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if kind in _NOUNS:

@@ -24,9 +24,11 @@ def run_name(cluster: Cluster) -> str:
     return f"fabric-check-{cluster.name}"
 
 
-def _environment_for(cluster: Cluster, environments: list[Environment]) -> Environment | None:
+def _environment_for(cluster: Cluster, environments: list[Environment], root: Path) -> Environment | None:
+    """The first environment known (declared, or read from its image or build context) to have PyTorch and the
+    cluster's collective library."""
     library = cluster.sku.collective_library
-    return next((e for e in environments if {"pytorch", library} <= e.capabilities), None)
+    return next((e for e in environments if {"pytorch", library} <= e.capabilities | e.evidence(root).present), None)
 
 
 def fabric_check_runs(
@@ -37,7 +39,7 @@ def fabric_check_runs(
         return []  # a project that doesn't ship the workload has nothing to run
     runs = []
     for cluster in clusters:
-        env = _environment_for(cluster, environments)
+        env = _environment_for(cluster, environments, root)
         if not cluster.sku.infiniband or env is None or run_name(cluster) in declared:
             continue
         nodes = min(2, cluster.max_instances)

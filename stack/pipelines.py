@@ -36,6 +36,7 @@ from stack.diagnostics import first_problem
 from stack.keys import KeyPath
 from stack.runs import (
     FILE_PREFIX,
+    MISSING_DISTRIBUTION,
     Compute,
     DataOutput,
     Distribution,
@@ -335,9 +336,10 @@ def _step_run(
         base = fields["outputs"].get(key, DataOutput())
         fields["outputs"][key] = out if isinstance(out, DataOutput) else base
     compute = step.compute or settings.default_compute
-    required = {"command": "a command (or a component)", "environment": "an environment (or a component with one)",
-                "distribution": "a distribution (type pytorch, mpi or tensorflow)"}
-    problems += [((key,), f"needs {what}") for key, what in required.items() if key not in fields]
+    required = {"command": "needs a command (or a component)",
+                "environment": "needs an environment (or a component with one)",
+                "distribution": MISSING_DISTRIBUTION}
+    problems += [((key,), what) for key, what in required.items() if key not in fields]
     if compute is None:
         problems.append((("compute",), "names no compute and the pipeline has no settings.default_compute"))
     if problems:

@@ -262,6 +262,17 @@ _IDENTIFIER = linear.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 OPTIONAL_SEGMENT = linear.compile(r"(?s)\$\[\[.*?\]\]")
 """``$[[--flag ${{inputs.x}}]]``: a command segment Azure ML drops when its optional input is not given."""
 
+WITHOUT_DISTRIBUTION = ("Azure ML runs the command once on each node with none of the launch variables (MASTER_ADDR, "
+                        "MASTER_PORT, WORLD_SIZE, NODE_RANK, RANK, LOCAL_RANK): the nodes never meet")
+"""What a run, pipeline step or sweep trial without ``distribution`` does in Azure ML: the one wording the stack
+file's error and ``amlgpu import``'s note share."""
+WRITE_DISTRIBUTION = ("write distribution: {type: pytorch, process_count_per_instance: 1} for one process per node "
+                      "(a launcher such as torchrun starts the GPU processes), or process_count_per_instance: <GPUs "
+                      "per node> for one process per GPU; type mpi and tensorflow: docs/jobs.md")
+"""What to write instead (the error's fix)."""
+MISSING_DISTRIBUTION = f"distribution is required: without it {WITHOUT_DISTRIBUTION}; {WRITE_DISTRIBUTION}"
+"""The error of a run, step or trial that leaves ``distribution`` out (stack.diagnostics, stack.pipelines)."""
+
 
 def _strip_compute_prefix(value: str) -> str:
     return value.removeprefix("azureml:")

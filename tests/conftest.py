@@ -152,7 +152,7 @@ def shared_plans() -> Iterator[None]:
 
     For the slow tests that drive whole commands (every command of the docs plans the same five stacks again and
     again): what they test is the command around the plan. The plan itself, and that planning twice gives the
-    same plan, are tested without it (tests/test_plan_stacks.py, tests/test_reliability_determinism.py)."""
+    same plan, are tested without it (tests/planning/test_stacks.py, tests/reliability/test_determinism.py)."""
     from planning import engine
 
     original = engine.run_program

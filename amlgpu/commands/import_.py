@@ -1,6 +1,7 @@
 """``amlgpu import PATH...``: existing Azure ML jobs as entries of a stack.
 
-Reads CLI v2 command, pipeline and sweep job files (``*.yml``) and SDK v1 / v2 submission scripts
+Reads CLI v2 command, pipeline and sweep job files (``*.yml``) and SDK v1 / v2 submission scripts, or every one
+directly in a folder (YAML files that are not jobs and scripts without one are skipped, with a note),
 (``*.py``: each ``ScriptRunConfig(...)``, ``command(...)`` and ``@pipeline`` function, read without running
 the script) and prints them as ``aml-gpu-training:jobs`` entries (with the ``environments`` entries they
 need), each preceded by a comment naming the file and line it came from. See docs/migrating.md for every
@@ -36,7 +37,8 @@ from stack.project import find_root, load_stack
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("import", description=__doc__)
-    parser.add_argument("paths", metavar="PATH", nargs="+", type=Path, help="job files (.yml) and scripts (.py)")
+    parser.add_argument("paths", metavar="PATH", nargs="+", type=Path,
+                        help="job files (.yml) and scripts (.py), or folders of them (each run named distinctly)")
     parser.add_argument("--stack", "-s", help="map to (and with --write, append to) Pulumi.<stack>.yaml")
     parser.add_argument("--compute", metavar="CLUSTER",
                         help="the stack cluster every imported run (every pipeline step, every sweep) uses")
@@ -66,10 +68,13 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context(root=root, stack=stack, compute=args.compute, environment=args.environment)
     try:
         _remember_secrets(list(args.paths))
-        drafts = import_files(list(args.paths), ctx, name=args.name)
+        skipped: list[str] = []
+        drafts = import_files(list(args.paths), ctx, name=args.name, skipped=skipped)
         secrets.remember_in([draft.run for draft in drafts])
     except secrets.TooManySecrets as err:
         raise UserError(str(err), key="PATH") from None
+    for why in skipped:
+        print(f"note: skipped {why}", file=sys.stderr)
     for draft in drafts:
         for note in draft.notes:
             print(f"{draft.origin}: note: {note}", file=sys.stderr)

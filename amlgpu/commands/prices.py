@@ -7,7 +7,8 @@ catalogue and of the image-build size, pay-as-you-go, low-priority and spot, fol
 they were. Each figure records the day it was read and its source. A size the API does not price in a
 region stays out of the table (its price is unknown, never zero).
 
-``amlgpu prices show`` prints the table's figures.
+``amlgpu prices show`` prints the table's figures, each with its date and source, then the sources; a warning
+(stderr) names the dates more than 180 days old.
 """
 
 from __future__ import annotations
@@ -149,7 +150,12 @@ def _figures(table: prices.PriceTable, region: str) -> Iterator[tuple[str, str, 
 
 def run_show(args: argparse.Namespace) -> int:
     table = _read(args.prices)
-    for region in table.regions:
-        for size, tier, figure in sorted(_figures(table, region)):
-            print(f"{region:<14} {size:<32} {tier:<13} {figure.usd_per_hour:>10.4f} USD/h  {figure.date}")
+    figures = [(region, *row) for region in table.regions for row in sorted(_figures(table, region))]
+    for region, size, tier, figure in figures:
+        print(f"{region:<14} {size:<32} {tier:<13} {figure.usd_per_hour:>10.4f} USD/h  {figure.date}  "
+              f"{prices.short_source(figure.source)}")
+    said, stale = prices.provenance(((f.date, f.source) for *_, f in figures), today=dt.date.today())
+    print(f"Sources: {said}; each figure's full source is in {args.prices}.")
+    if stale:
+        print(f"warning: {stale}", file=sys.stderr)
     return EXIT_OK

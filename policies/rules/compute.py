@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from azurefacts import skus
+from azurefacts import availability, skus
 from azurefacts.resource_types import COMPUTE
 from kernel import regex as linear
 from policies.rule import resource_rule
@@ -294,6 +294,32 @@ def compute_size_not_retired(resource: Mapping[str, Any], *, today: dt.date) -> 
     if retired == "retired" or dt.date.fromisoformat(retired) <= today:
         return [f"{size} is retired ({retired})"]
     return []
+
+
+@resource_rule(
+    id="compute-size-offered-in-region",
+    types=[COMPUTE],
+    title="GPU clusters use a size sold in the stack's region",
+    severity="high",
+    enforcement="mandatory",
+    rationale="Azure ML creates a cluster of a size its region does not sell without complaint, then cannot "
+    "allocate a node: runs queue forever. Where each size's series is sold comes from Microsoft's "
+    "'Products available by region' table (azurefacts/availability.json, with the date it was read); a "
+    "size or region the table does not cover is not judged.",
+    remediation="Move the stack to a region the finding lists (azure-native:location) or choose a size sold "
+    "in this one; if the subscription's resource SKUs show the size there (amlgpu preflight asks Azure), "
+    "waive the finding, naming the table's date.",
+    reference="https://azure.microsoft.com/en-us/explore/global-infrastructure/products-by-region/table",
+    config_key=("size",),
+)
+def compute_size_offered_in_region(resource: Mapping[str, Any]) -> list[str]:
+    aml = _aml(resource)
+    size = get(aml, "vmSize") if aml is not None else None
+    region = get(inputs(resource), "location")
+    if not isinstance(size, str) or not isinstance(region, str) or not known(size) or not known(region):
+        return []
+    why = availability.not_offered(size, region)
+    return [why] if why else []
 
 
 @resource_rule(

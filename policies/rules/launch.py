@@ -11,9 +11,12 @@ advisory ``run-launch-topology-unknown``, never taken as right or wrong.
 
 from __future__ import annotations
 
-from analysis import topology
+import difflib
+
+from analysis import contract, shell, topology
 from analysis.topology import Launch
 from jobs.launchers import PER_NODE_LAUNCHERS, TORCH_DISTRIBUTED_LAUNCH, TORCHRUN
+from kernel import regex as linear
 from policies.rule import run_rule
 from policies.rules.runs import DISTRIBUTED_GUIDE
 from stack.resolved import ResolvedRun
@@ -173,6 +176,89 @@ def run_launcher_rendezvous(run: ResolvedRun) -> list[str]:
     return out
 
 
+AZURE_SETS = frozenset({*contract.LAUNCHER_VARIABLES, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK"})
+"""The launch contract's names: what Azure ML (or Open MPI under it) gives a process under some distribution
+(analysis/contract.py; shared/reference/azureml-launch-contract.md). The did-you-mean candidates."""
+
+_PLATFORM_PREFIXES = ("AZUREML_", "AZ_BATCH", "OMPI_", "PMI_", "PMIX_", "PET_", "SLURM_")
+"""Prefixes of names a platform or launcher may set that the contract does not list: never judged empty."""
+
+_PLAIN_VARIABLE = linear.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+_MAY_SET_ANYTHING = frozenset({"eval", "source", "shell input", "dynamic command", "parse error", "too large",
+                               "too deep", "timeout", "alias", "trap"})
+
+
+def _set_by_the_command(run: ResolvedRun) -> frozenset[str] | None:
+    """Names the command assigns (or exports) anywhere; None when it runs something that may set any name."""
+    script = shell.evaluate(str(run.spec.get("command", "")))
+    if not script.complete or any(u.kind in _MAY_SET_ANYTHING for u in script.unknowns):
+        return None
+    return frozenset({a.name for a in script.assignments} | set(script.variables))
+
+
+def _empty_reads(run: ResolvedRun) -> list[tuple[Launch, str, str]]:
+    """(launch, flag as written, variable) for each node-rank or address flag of a launch in the command that
+    reads a variable nothing sets: not Azure ML under any distribution, not environment_variables, not the
+    command. An image cannot set these either: a node rank differs per node and node 0's address is known only
+    when the run starts, so a value baked into the image would be the same wrong value on every node."""
+    if run.instance_count <= 1:
+        return []
+    given = set(run.spec.get("environment_variables") or {})
+    found: list[tuple[Launch, str, str]] = []
+    assigned: frozenset[str] | None = None
+    for launch in run.launches:
+        if launch.where != "the command":
+            continue
+        for verdict, written in ((launch.node_rank, launch.node_rank_from), (launch.rendezvous,
+                                                                             launch.rendezvous_from)):
+            flag, _, word = written.partition(" ")
+            match = _PLAIN_VARIABLE.match(word.strip())
+            if verdict != "unknown" or not flag.startswith("-") or not match:
+                continue
+            name = match.group(1)
+            if name in AZURE_SETS or name in given or name.startswith(_PLATFORM_PREFIXES):
+                continue
+            if assigned is None:
+                assigned = _set_by_the_command(run)
+                if assigned is None:
+                    return []
+            if name not in assigned:
+                found.append((launch, written, name))
+    return found
+
+
+def _did_you_mean(name: str, flag: str) -> str:
+    """The closest name of the launch contract, as a question and a fix; a generic fix when none is close."""
+    close = difflib.get_close_matches(name.upper(), sorted(AZURE_SETS), n=1, cutoff=0.6)
+    if close:
+        return f" Did you mean ${close[0]}? Fix: {flag} ${close[0]}"
+    return (f" Fix: read Azure ML's variable (NODE_RANK, MASTER_ADDR, MASTER_PORT under distribution: pytorch) or "
+            f"set ${name} in the command before the launcher")
+
+
+@run_rule(
+    id="run-launch-variable-empty",
+    title="A launcher's node-rank and address flags read a variable that is set",
+    severity="high",
+    enforcement="mandatory",
+    rationale="Azure ML gives each node its rank and node 0's address in the variables of the launch contract "
+    "(NODE_RANK, MASTER_ADDR, MASTER_PORT under distribution: pytorch; AZ_BATCH_MASTER_NODE under mpi). A flag "
+    "that reads any other variable the command and environment_variables never set gets an empty word: "
+    "`--node_rank $NODERANK` becomes `--node_rank` and torchrun stops at its argument parser on every node. "
+    "An image cannot supply these values: they differ per node or are known only when the run starts.",
+    remediation="Read Azure ML's variable (the finding suggests the closest name of the launch contract), or set "
+    "the variable in the command before the launcher.",
+    reference=DISTRIBUTED_GUIDE,
+    config_key=("command",),
+)
+def run_launch_variable_empty(run: ResolvedRun) -> list[str]:
+    return [f"`{launch.shown}` ({launch.where}): {written} reads ${name}, which is certainly empty: Azure ML "
+            f"never sets it and neither the command nor environment_variables assign it."
+            f"{_did_you_mean(name, written.partition(' ')[0])}"
+            for launch, written, name in _empty_reads(run)]
+
+
 @run_rule(
     id="run-launch-topology-unknown",
     title="What a multi-node run's launcher does is known before the run",
@@ -190,8 +276,9 @@ def run_launcher_rendezvous(run: ResolvedRun) -> list[str]:
 def run_launch_topology_unknown(run: ResolvedRun) -> list[str]:
     if run.instance_count <= 1:
         return []
+    empty = {f"`{word.partition(' ')[2].strip()}`" for _, word, _ in _empty_reads(run)}  # judged above
     out = [f"cannot tell: `{launch.shown}` ({launch.where}): {why}" for launch in run.launches
-           for why in launch.unknown]
+           for why in launch.unknown if not any(why.startswith(e + " ") for e in empty)]
     out += [f"`{launch.shown}` ({launch.where}): {launch.rendezvous_from}: Azure ML sets up no SSH between "
             "nodes; the command must, and must start the launch on one node only" for launch in run.launches
             if launch.rendezvous == "over SSH"]

@@ -39,9 +39,9 @@ def shipped_contexts() -> dict[str, BuildContext]:
 SHIPPED = shipped_contexts()
 
 
-def test_the_shipped_stacks_build_three_contexts() -> None:
+def test_the_shipped_stacks_build_four_contexts() -> None:
     assert sorted(SHIPPED) == ["environments/deepspeed/Dockerfile", "environments/horovod/Dockerfile",
-                               "environments/tensorflow/Dockerfile"]
+                               "environments/pytorch/Dockerfile", "environments/tensorflow/Dockerfile"]
 
 
 @pytest.mark.parametrize("where", sorted(SHIPPED))

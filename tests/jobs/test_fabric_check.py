@@ -55,5 +55,7 @@ def test_project_without_the_workload_gets_no_check(tmp_path: Path) -> None:
     (tmp_path / "environments" / "tensorflow" / "Dockerfile").write_text("FROM scratch\n")
     (tmp_path / "environments" / "horovod").mkdir(parents=True)
     (tmp_path / "environments" / "horovod" / "Dockerfile").write_text("FROM scratch\n")
+    (tmp_path / "environments" / "pytorch").mkdir(parents=True)
+    (tmp_path / "environments" / "pytorch" / "Dockerfile").write_text("FROM scratch\n")
     config = _config([{"name": "gpu-a100", "size": "Standard_ND96asr_v4", "max_instances": 2}], root=tmp_path)
     assert config.jobs == []

@@ -64,15 +64,16 @@ def test_waivers_in_effect_and_expired_ones_are_shown(tmp_path: Path, monkeypatc
     config = dev_config()
     today = dt.date.today()
     config[f"{NS}:waivers"] = [
-        {"rule": "environment-image-digest", "resource": "acpt-pytorch", "reason": REASON,
+        # a finding the dev stack keeps (its acpt-pytorch is a build context now: no image digest finding)
+        {"rule": "storage-replication-redundant", "resource": "mlw-gpu-dev", "reason": REASON,
          "expires": (today + dt.timedelta(days=20)).isoformat(),
-         "fingerprint": fingerprint_of(baseline(), "environment-image-digest", "acpt-pytorch")},
+         "fingerprint": fingerprint_of(baseline(), "storage-replication-redundant", "mlw-gpu-dev")},
         {"rule": "workspace-customer-managed-key", "resource": "mlw-gpu-dev", "reason": REASON,
          "expires": (today - dt.timedelta(days=1)).isoformat()},
     ]
     out = _plan_text(make_project(tmp_path / "project", config), "test", monkeypatch, capsys)
     in_effect = out.split("Waivers in effect:\n", 1)[1].splitlines()
-    assert in_effect[0] == (f"  environment-image-digest for acpt-pytorch until {(today + dt.timedelta(days=20))} "
+    assert in_effect[0] == (f"  storage-replication-redundant for mlw-gpu-dev until {(today + dt.timedelta(days=20))} "
                             f"(stack file, 1 finding waived): {REASON}")
     assert "workspace-customer-managed-key for mlw-gpu-dev until" not in out
     expired = out.split("Expired waivers (no longer applied: renew or remove them):\n", 1)[1].splitlines()

@@ -186,8 +186,9 @@ def test_a_single_node_launch_needs_no_rendezvous(scripts: Path, command: str) -
 @pytest.mark.parametrize(("command", "distribution", "says"), [
     ("torchrun --nnodes $NODES --nproc_per_node 8 " + STATIC + " train.py", None,
      "--nnodes $NODES: the nodes it waits for: `$NODES` is only known at run time"),
-    ("torchrun --nnodes 2 --nproc_per_node 8 --node_rank $NODE_RANK --master_addr $HEAD train.py", None,
-     "`$HEAD` is only known at run time"),
+    # set from something read at run time (a never-set $HEAD is certainly empty: run-launch-variable-empty)
+    ("HEAD=$(cat /etc/head-node); torchrun --nnodes 2 --nproc_per_node 8 --node_rank $NODE_RANK --master_addr $HEAD "
+     "train.py", None, "`$HEAD` is only known at run time"),
     ("torchrun --nnodes 2 --node_rank $NODE_RANK --master_addr 10.0.0.4 --master_port 29500 train.py", None,
      "a fixed address `10.0.0.4`"),
     ("torchrun $TORCHRUN_ARGS train.py", None, "`$TORCHRUN_ARGS` before the script is only known at run time"),

@@ -320,6 +320,9 @@ CASES = [
          CLUSTER, "120 minutes"),
     Case("compute-instance-idle-shutdown", compute_instance(None), WORKSPACE, "no idle shutdown",
          comply=compute_instance("PT60M")),
+    Case("compute-size-offered-in-region", setting(COMPUTE, "location", "brazilsouth", CLUSTER), CLUSTER,
+         "Standard_ND96asr_v4 is not sold in brazilsouth (Microsoft's products-by-region table as read 2026-02-12); "
+         "it is listed in "),
     Case("compute-allowed-sizes", lambda b: aml(b).update(vmSize="Standard_NV36ads_A10_v5"), CLUSTER,
          "Standard_NV36ads_A10_v5 is not in the allowed sizes"),
     Case("compute-size-not-retired", lambda b: aml(b).update(vmSize="Standard_NC24rs_v3"), CLUSTER,
@@ -485,6 +488,10 @@ CASES = [
     Case("run-launcher-rendezvous",
          launch_setting("torchrun-per-node", rendezvous="each node alone", rendezvous_from="--standalone"),
          "torchrun-per-node", "--standalone: each node waits on its own localhost for 2 node(s) that never come"),
+    Case("run-launch-variable-empty",
+         launch_setting("torchrun-per-node", node_rank="unknown", node_rank_from="--node_rank $NODERANK"),
+         "torchrun-per-node", "--node_rank $NODERANK reads $NODERANK, which is certainly empty: Azure ML never sets "
+         "it and neither the command nor environment_variables assign it. Did you mean $NODE_RANK?"),
     Case("run-launch-topology-unknown",
          launch_setting("torchrun-per-node", unknown=["--nnodes $N: the nodes it waits for: `$N` is only known"]),
          "torchrun-per-node", "cannot tell: `torchrun --nproc_per_node 8 --nnodes 2"),

@@ -215,7 +215,7 @@ CASES = [
     Case("cluster-without-max", drop((C, 0, "max_instances")), f"{C}[0].max_instances", "required key is missing"),
     Case("run-without-distribution", drop((J, 0, "distribution")), f"{J}[0].distribution", "required"),
     Case("run-without-command", drop((J, 0, "command")), f"{J}[0].command", "required key is missing"),
-    Case("environment-without-source", drop((E, 0, "image")), f"{E}[0]", "exactly one of image, build or reference"),
+    Case("environment-without-source", drop((E, 0, "build")), f"{E}[0]", "exactly one of image, build or reference"),
     # Azure's naming rules.
     Case("workspace-name-leading-hyphen", at((W, "name"), "-mlw"), f"{W}.name", "workspace name '-mlw' is invalid"),
     Case("workspace-name-too-long", at((W, "name"), "m" * 34), f"{W}.name", "3-33 characters"),
