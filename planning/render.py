@@ -63,11 +63,20 @@ def azure_resource_count(resources: list[dict[str, Any]]) -> int:
     return sum(1 for r in resources if not r["type"].startswith("aml-gpu-training:"))
 
 
-def _one_line(text: str) -> str:
-    """The first sentence of ``text``, on one line."""
+ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.")
+"""Words ending in a full stop that end no sentence."""
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``, on one line: it ends at a full stop followed by a space outside
+    parentheses, never at an abbreviation (``e.g.``), so a fix line is never cut mid-sentence."""
     flat = " ".join(text.split())
-    end = flat.find(". ")
-    return flat if end < 0 else flat[: end + 1]
+    depth = 0
+    for at, char in enumerate(flat):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "." and depth <= 0 and flat[at + 1:at + 2] == " " and not flat[:at + 1].endswith(ABBREVIATIONS):
+            return flat[:at + 1]
+    return flat
 
 
 ADVISORY_SHOWN = 10
@@ -88,7 +97,7 @@ def findings_text(report: Any, file: str, line_of: Callable[[tuple[str | int, ..
     lines = []
     for finding in mandatory:
         lines.append(_finding_line(finding, file, line_of))
-        lines.append(f"    fix: {_one_line(finding.rule.remediation)}")
+        lines.append(f"    fix: {first_sentence(finding.rule.remediation)}")
     n, advisory = len(mandatory), report.advisory_failures
     lines.append(f"{n} mandatory failure{'s' if n != 1 else ''} (exit 1); {advisory} advisory warning"
                  f"{'s' if advisory != 1 else ''} and the full report in policy.md.")
@@ -126,7 +135,7 @@ def waivers_text(report: Any) -> list[str]:
         for waiver in active:
             excused = sum(1 for f in report.findings if f.waiver is waiver)
             lines.append(f"  {waiver.rule} for {waiver.resource} until {waiver.expires.isoformat()} ({waiver.origin}, "
-                         f"{excused} finding{'s' if excused != 1 else ''} waived): {_one_line(waiver.reason)}")
+                         f"{excused} finding{'s' if excused != 1 else ''} waived): {first_sentence(waiver.reason)}")
     if report.expired_waivers:
         lines.append("Expired waivers (no longer applied: renew or remove them):")
         lines += [f"  waivers[{i}]: {w.rule} for {w.resource} expired on {w.expires.isoformat()}"

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from amlgpu.cli import main
-from planning.render import advisory_text
+from planning.render import ABBREVIATIONS, advisory_text, first_sentence
 from planning.service import PlanOptions, plan_stack
+from policies.catalogue import RULES
+from policies.rule import Rule
 from stack.project import load_stack
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.policies.test_baseline import baseline, fingerprint_of
@@ -103,3 +105,18 @@ def test_a_fully_priced_stack_shows_one_figure(tmp_path: Path, monkeypatch: pyte
     assert ("Cost at list price: 54.68 USD/h with every cluster at max nodes (gpu-a100 2 x 27.20, image-builder 1 x "
             "0.29), 0.00 USD/month idle floor (cost.json).") in out
     assert "Not priced" not in out
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.id)
+def test_every_fix_line_is_a_whole_sentence(rule: Rule) -> None:
+    # A fix printed under a finding is its remediation's first sentence: never cut at "(e.g." or inside brackets.
+    line = first_sentence(rule.remediation)
+    assert line.count("(") == line.count(")") and not line.endswith(ABBREVIATIONS), line
+    assert rule.remediation.replace("\n", " ").startswith(line[:40])
+
+
+def test_the_first_sentence_ends_at_a_full_stop_outside_brackets() -> None:
+    assert first_sentence("Use a size (e.g. ND96. Or another). Then plan.") == "Use a size (e.g. ND96. Or another)."
+    sentence = "Set it, e.g. 32g on an 8-GPU node; or not."
+    assert first_sentence(f"{sentence} More.") == sentence
+    assert first_sentence("One sentence only") == "One sentence only"
