@@ -232,6 +232,9 @@ def test_the_program_is_every_package_the_project_ships() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     shipped = {name.rstrip("*") for name in project["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert set(PACKAGES) == shipped == set(project["tool"]["importlinter"]["root_packages"])
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"PACKAGES := {' '.join(PACKAGES)}\n" in makefile  # lint and type checks read the same packages
+    assert "ruff check .\n" not in makefile and "ruff check $(CODE)\n" in makefile  # never a user's own scripts
     folders = package_folders(ROOT)
     assert {"jobs", "jobs/emulate", "kernel", "policies/rules"} <= folders and "jobs/workloads" not in folders
 
