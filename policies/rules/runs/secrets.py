@@ -1,12 +1,14 @@
-"""Run rules on secrets: none in environment variables, the command, inputs, tags or the code folder, and
-code folders and build contexts scanned to the end."""
+"""Run rules on secrets: none in environment variables, the command, inputs, tags, metadata or the code folder,
+and code folders and build contexts scanned to the end. Every value is judged by :func:`kernel.secrets.walk`,
+the walk the masker hides by: what any artifact shows as ``[secret]`` is a finding here (or in
+:mod:`policies.rules.pipelines` for what only a pipeline or sweep carries)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from analysis.secret_scan import BUDGET_BYTES
-from kernel.secrets import secret_variables, secrets_in_definition
+from kernel.secrets import secrets_in_definition, walk
 from policies.rule import Violation, run_rule, stack_rule
 from policies.rules.environments import ENVIRONMENT_COMPONENT
 from policies.rules.runs import environment_variables
@@ -29,18 +31,20 @@ from stack.resolved import ResolvedRun
     config_key=("environment_variables",),
 )
 def run_secrets_in_environment_variables(run: ResolvedRun) -> list[str]:
-    return [f"environment variable {found}" for found in secret_variables(environment_variables(run))]
+    found = sorted((f for f in walk(dict(environment_variables(run))) if not f.covered), key=lambda f: str(f.path[0]))
+    return list(dict.fromkeys(f"environment variable {f.field} ({f.why})" for f in found))
 
 
 @run_rule(
     id="run-secrets-in-command",
-    title="Runs do not carry secrets in their command, inputs or tags",
+    title="Runs do not carry secrets in their command, inputs, tags or any other field",
     severity="critical",
     enforcement="mandatory",
-    rationale="The command line, literal inputs and tags are part of the job definition: written to the job "
-    "file, shown on the run's page in the studio and kept with the job. Judged by value (known token shapes, "
-    "high-entropy literals after a credential-named flag), not by name: --ssh-key-file generated-key is a file "
-    "name.",
+    rationale="The command line, literal inputs, tags, properties, services, description, display and "
+    "experiment names are part of the job definition: written to the job file, shown on the run's page in the "
+    "studio and kept with the job. Judged by value (known token shapes, also base64-encoded or split into "
+    "concatenated pieces; high-entropy literals after a credential-named flag or URL query parameter; any "
+    "literal under a password name), not by name alone: --ssh-key-file generated-key is a file name.",
     remediation="Read the secret at run time from the workspace key vault with the job's identity; pass its "
     "name, not its value.",
     reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-use-secrets-in-runs",
