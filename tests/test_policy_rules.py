@@ -424,6 +424,8 @@ CASES = [
          job_setting(PIPELINE_TYPE, "train-eval", "jobs.evaluate.inputs.checkpoints",
                      "${{parent.jobs.trian.outputs.checkpoints}}"),
          "train-eval/evaluate", "the pipeline has no step 'trian' (steps: evaluate, train)"),
+    Case("resource-secrets-in-settings", setting(WS, "tags", {"team": "vision", "owner": HF_TOKEN}), WORKSPACE,
+         "tags.owner (holds a Hugging Face token)"),
     Case("pipeline-secrets-in-definition",
          job_setting(SWEEP_TYPE, "lr-sweep", "search_space.batch.values", [32, HF_TOKEN]),
          "lr-sweep", "sweep search_space.batch.values[1] (holds a Hugging Face token)"),

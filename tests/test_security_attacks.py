@@ -871,8 +871,8 @@ MASKED_ATTACKS: list[tuple[str, dict[str, Any], str, str]] = [
         "command": "python evaluate.py --checkpoint-dir ${{inputs.checkpoints}} --report-dir ${{outputs.report}} "
                    "--db-passwd=my.dotted-pass"}), "my.dotted-pass",
      "run 'atk-step-flag/evaluate': command argument --db-passwd (a password name with a literal value)"),
-    ("a password under a secret name in a pipeline input", _pipeline("atk-secret-input",
-                                                                      inputs={"epochs": 3, "client_secret": "a.b-c~d.e"}),
+    ("a password under a secret name in a pipeline input",
+     _pipeline("atk-secret-input", inputs={"epochs": 3, "client_secret": "a.b-c~d.e"}),
      "a.b-c~d.e", "pipeline 'atk-secret-input': pipeline input client_secret (a password name with a literal value)"),
 ]
 
@@ -917,15 +917,15 @@ def test_what_is_masked_is_flagged(masked_attacks: tuple[Any, dict[str, str], fr
     assert outcome.code == 1, outcome.err
     lines = [line for line in outcome.out.splitlines() if named in line]
     assert lines and all("[critical]" in line and "secrets-in-" in line for line in lines), outcome.out
-    for where, text in {**files, "stdout": outcome.out, "stderr": outcome.err}.items():
-        assert secret not in text, f"{where} shows the secret of {attack!r}"
+    for where, shown in {**files, "stdout": outcome.out, "stderr": outcome.err}.items():
+        assert secret not in shown, f"{where} shows the secret of {attack!r}"
 
 
 def _strings(data: Any) -> list[str]:
     if isinstance(data, dict):
-        return [text for key, value in data.items() for text in (str(key), *_strings(value))]
+        return [s for key, value in data.items() for s in (str(key), *_strings(value))]
     if isinstance(data, list):
-        return [text for item in data for text in _strings(item)]
+        return [s for item in data for s in _strings(item)]
     return [data] if isinstance(data, str) else []
 
 
@@ -937,7 +937,7 @@ def test_every_value_the_masker_hides_has_a_finding(masked_attacks: tuple[Any, d
                if "secrets-in-" in line and "[critical]" in line}
     assert hidden
     for value in hidden:
-        holders = [job["name"] for _, job, _, _ in MASKED_ATTACKS if any(value in text for text in _strings(job))]
+        holders = [job["name"] for _, job, _, _ in MASKED_ATTACKS if any(value in s for s in _strings(job))]
         assert holders, f"a hidden value {value[:6]}... is in no attack: masked outside the jobs"
         assert set(holders) <= flagged, f"{holders} hide a value but have no secret finding"
     assert flagged == {job["name"] for _, job, _, _ in MASKED_ATTACKS}

@@ -93,6 +93,7 @@ def test_a_flagged_secret_is_masked_in_every_artifact_and_message(tmp_path: Path
     assert outcome.code == 1, outcome.err  # a run's secret is a mandatory finding
     found = outcome.out.count("run-secrets-in-")
     assert found >= len(PLACES) - 1, outcome.out  # every run placement is flagged (the workspace tag is not a run's)
+    assert "resource-secrets-in-settings" in outcome.out and "tags.api_token" in outcome.out  # the workspace tag
     texts = _everything(project, outcome.out, outcome.err)
     for (where, value, _) in PLACES:
         assert all(value not in text for text in texts.values()), f"{where}: shown"

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from analysis.secret_scan import BUDGET_BYTES
+from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE
 from kernel.secrets import secrets_in_definition, walk
 from policies.rule import Violation, run_rule, stack_rule
 from policies.rules.environments import ENVIRONMENT_COMPONENT
 from policies.rules.runs import environment_variables
 from policies.stack import Stack
 from policies.wire import inputs
-from stack.resolved import ResolvedRun
+from stack.resolved import RUN_TYPE, ResolvedRun
 
 
 @run_rule(
@@ -98,3 +99,30 @@ def _unscanned(folder: str, paths: Sequence[str]) -> str:
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
     return (f"{folder}: {len(paths)} file(s) past the {BUDGET_BYTES >> 20} MiB scan budget were not read to the "
             f"end: {shown}")
+
+
+_JUDGED_AS_JOBS = frozenset({RUN_TYPE, PIPELINE_TYPE, SWEEP_TYPE})
+
+
+@stack_rule(
+    id="resource-secrets-in-settings",
+    title="Workspace, cluster and other resource settings carry no secrets",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="Tags and settings of the workspace, its clusters and every other resource are readable by anyone "
+    "with Reader access to the resource group (tags also in cost exports) and stored in plain text in the "
+    "Pulumi state. Judged by the walk that masks them in every artifact, so a value shown as [secret] is a "
+    "finding; runs, pipelines and sweeps have rules of their own.",
+    remediation="Keep the secret in the workspace key vault; put its name in a tag, never its value.",
+    reference="https://learn.microsoft.com/en-us/azure/azure-resource-manager/management/tag-resources",
+    config_key=("tags",),
+)
+def resource_secrets_in_settings(stack: Stack) -> list[Violation]:
+    out = []
+    for resource in stack.resources:
+        if resource["type"] in _JUDGED_AS_JOBS:
+            continue
+        found = [f for f in walk(resource.get("inputs") or {}) if not f.covered]
+        for message in dict.fromkeys(f"{f.field} ({f.why})" for f in found):
+            out.append(Violation(resource, message))
+    return out
