@@ -16,10 +16,13 @@ client secrets, Hugging Face, GitLab, Google ``AIza`` keys, ``Authorization: Bea
 **Where it sits.** At the floor of the layers because every layer needs it: the stack model's error
 messages, the build-context and code-folder scans, the gate's rules, the artifacts and the terminal.
 
-**Masking.** A value found anywhere in a stack (:func:`remember_in`) is remembered for the life of the
-process; :func:`mask` and :func:`mask_data` replace every remembered value and every known shape with
-:data:`MASK` (as Pulumi shows a secret output as ``[secret]``). The CLI applies them to every artifact it
-writes and every line it prints; the job that ``amlgpu submit`` sends still carries the real value.
+**One walk, two uses.** :func:`walk` visits every value and key name of a spec or stack document and says
+what each holds (also base64-encoded, split into quoted pieces, in a URL query, or under a password name);
+the gate's findings come from it, and so does what is hidden: a value found anywhere in a stack
+(:func:`remember_in`) is remembered for the life of the process; :func:`mask` and :func:`mask_data` replace
+every remembered value, every value the walk finds and every known shape with :data:`MASK` (as Pulumi shows
+a secret output as ``[secret]``). The CLI applies them to every artifact it writes and every line it prints;
+``amlgpu submit`` runs the gate first, so a job holding a flagged value is refused, not sent.
 """
 
 from __future__ import annotations
