@@ -16,10 +16,13 @@ client secrets, Hugging Face, GitLab, Google ``AIza`` keys, ``Authorization: Bea
 **Where it sits.** At the floor of the layers because every layer needs it: the stack model's error
 messages, the build-context and code-folder scans, the gate's rules, the artifacts and the terminal.
 
-**Masking.** A value found anywhere in a stack (:func:`remember_in`) is remembered for the life of the
-process; :func:`mask` and :func:`mask_data` replace every remembered value and every known shape with
-:data:`MASK` (as Pulumi shows a secret output as ``[secret]``). The CLI applies them to every artifact it
-writes and every line it prints; the job that ``amlgpu submit`` sends still carries the real value.
+**One walk, two uses.** :func:`walk` visits every value and key name of a spec or stack document and says
+what each holds (also base64-encoded, split into quoted pieces, in a URL query, or under a password name);
+the gate's findings come from it, and so does what is hidden: a value found anywhere in a stack
+(:func:`remember_in`) is remembered for the life of the process; :func:`mask` and :func:`mask_data` replace
+every remembered value, every value the walk finds and every known shape with :data:`MASK` (as Pulumi shows
+a secret output as ``[secret]``). The CLI applies them to every artifact it writes and every line it prints;
+``amlgpu submit`` runs the gate first, so a job holding a flagged value is refused, not sent.
 
 **Once per text.** One RE2 set says which shapes occur in a text; only those are located. What a text holds,
 how a key and value are judged, and how a text masks are kept per distinct text (a plan meets each of its strings
@@ -395,23 +398,28 @@ def _names_a_credential(text: str) -> bool:
     return any(w in upper for w in (*_SECRET_WORDS, "KEY", "CONNECTION"))
 
 
-def secrets_in_definition(spec: Mapping[str, Any]) -> list[str]:
-    """Secrets in a job's ``command`` arguments, literal ``inputs``, ``tags`` and ``properties``, as
-    ``where (reason)``."""
-    found: list[str] = []
-    for word, reason in command_secrets(str(spec.get("command", ""))):
-        found.append(f"command argument{f' {word.key}' if word.key else ''} ({reason})")
-    for name, value in sorted((spec.get("inputs") or {}).items()):
-        literal = value if isinstance(value, str) else value.get("path") if isinstance(value, dict) else None
-        if why := judge(name, literal):
-            found.append(f"input {name} ({why})")
-    for name, value in sorted((spec.get("tags") or {}).items()):
-        if tagged := judge(name, value):
-            found.append(f"tag {name} ({tagged})")
-    for name, value in sorted((spec.get("properties") or {}).items()):  # as readable as tags
-        if why := judge(name, value):
-            found.append(f"property {name} ({why})")
-    return list(dict.fromkeys(found))
+def secrets_in_definition(spec: Mapping[str, Any], *, skip: tuple[str, ...] = ("environment_variables",)) -> list[str]:
+    """Secrets anywhere in a job's definition but the top-level keys in ``skip``, as ``where (reason)``:
+    command arguments, literal ``inputs``, ``tags`` and ``properties`` first (in that order), then every
+    other field by its path (``description``, ``services.jupyter.properties.token``, a key name...)."""
+    order = {"command": 0, "inputs": 1, "tags": 2, "properties": 3}
+    found = [f for f in walk({k: v for k, v in spec.items() if k not in skip}) if not f.covered]
+    found.sort(key=lambda f: (order.get(str(f.path[0]), 4), str(f.path[1]) if f.path[0] in order and
+                              len(f.path) > 1 else ""))
+    return list(dict.fromkeys(_where(f) for f in found))
+
+
+_SECTIONS = {"inputs": "input", "tags": "tag", "properties": "property"}
+
+
+def _where(found: Found) -> str:
+    head = found.path[0] if found.path else ""
+    if head == "command" and len(found.path) == 1:
+        return f"command argument{f' {found.word}' if found.word else ''} ({found.why})"
+    if head in _SECTIONS and len(found.path) >= 2 and found.path[1] != found.secret:
+        return f"{_SECTIONS[str(head)]} {found.path[1]} ({found.why})" if len(found.path) == 2 or (
+            found.path[2:] == ("path",)) else f"{found.field} ({found.why})"
+    return f"{found.field} ({found.why})"
 
 
 # ------------------------------------------------------------------------------------------------- masking
@@ -449,22 +457,10 @@ def remember(value: str) -> None:
 
 
 def remember_in(data: Any, key: str = "") -> None:
-    """Remember every secret in a stack's (or an imported job's) values: each value :func:`judge` flags
-    under its own key, each command word :func:`command_secrets` flags, each known shape."""
-    if isinstance(data, Mapping):
-        for name, value in data.items():
-            remember_in(value, str(name))
-    elif isinstance(data, list | tuple):
-        for item in data:
-            remember_in(item, key)
-    elif isinstance(data, str) and data.strip():
-        if key != "command" and judge(key, data):  # a command keeps its other words (below)
-            remember(data)
-        if _has_space(data.strip()):
-            for word, _ in command_secrets(data):
-                remember(word.value)
-        for hit in hits(data):
-            remember(data[hit.start:hit.end])
+    """Remember every secret in a stack's (or an imported job's) values: each one :func:`walk` finds (the
+    walk the gate's findings come from), ``key`` being the name ``data`` sits under."""
+    for found in walk(data, (key,) if key else ()):
+        remember(found.secret)
 
 
 def remember_in_text(text: str) -> None:
@@ -536,14 +532,19 @@ def _mask(text: str) -> str:
 
 
 def mask_data(value: Any, key: str = "") -> Any:
-    """``value`` (JSON-like data) with every secret replaced: a single word :func:`judge` flags under its key
-    becomes :data:`MASK` whole, any other string is :func:`mask`-ed (a command keeps its other words); keys
-    are masked too."""
+    """``value`` (JSON-like data) with every secret replaced: a single word :func:`walk` flags as a whole
+    becomes :data:`MASK`, any other string is :func:`hide`-n (a command keeps its other words); keys are
+    masked too. ``key``: the name ``value`` sits under."""
+    return _masked_tree(value, (key,) if key else ())
+
+
+def _masked_tree(value: Any, path: Path) -> Any:
     if isinstance(value, Mapping):
-        return {mask(str(k)) if isinstance(k, str) else k: mask_data(v, str(k)) for k, v in value.items()}
+        return {hide(k) if isinstance(k, str) else k: _masked_tree(v, (*path, str(k))) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [mask_data(v, key) for v in value]
+        return [_masked_tree(v, (*path, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
+        key = _judged_name(path)
         if len(value) > _CACHED_LENGTH:
             return _mask_leaf(key, value)
         masked = _masked_leaves.get((key, value))
@@ -556,4 +557,183 @@ def mask_data(value: Any, key: str = "") -> Any:
 
 
 def _mask_leaf(key: str, value: str) -> str:
-    return MASK if not _has_space(value.strip()) and judge(key, value) else mask(value)
+    whole = not _has_space(value.strip()) and any(hidden == value.strip() for _, hidden, _ in _in_value(key, value))
+    return MASK if whole else hide(value, key)
+
+
+# ------------------------------------------------------------------------------- one walk, two uses
+
+Path = tuple[str | int, ...]
+"""Where a value sits in a spec or stack document: keys and list indices (``jobs, prep, inputs, token``)."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One secret the walk met: where, why, the text to hide, and (in a command) the flag or variable it is
+    the value of. The rules turn it into a finding naming :attr:`field`; the masker hides :attr:`secret`."""
+
+    path: Path
+    why: str
+    secret: str
+    word: str = ""
+    covered: bool = False
+    """Part of what an earlier :class:`Found` of the same value hides: hidden too, no finding of its own."""
+
+    @property
+    def field(self) -> str:
+        """The path as ``a.b[0].c``; a key that is itself the secret is shown as :data:`MASK`."""
+        out = ""
+        for part in self.path:
+            if isinstance(part, int):
+                out += f"[{part}]"
+            else:
+                shown = MASK if hits(part) or part == self.secret else part
+                out += f".{shown}" if out else shown
+        return out
+
+
+_GENERIC_KEYS = frozenset({"path", "value", "values", "default", "uri"})
+"""Keys that hold the value of the named thing above them (an input's ``path``, a choice's ``values``): a
+value under them is judged by that name."""
+_PASSWORD_KEY_WORDS = frozenset({"PASSWORD", "PASSWD", "PWD", "PASS", "PASSPHRASE", "SECRET", "PASSCODE"})
+_NOT_A_VALUE_KEY = frozenset({
+    "NAME", "NAMES", "FILE", "PATH", "DIR", "ID", "URI", "URL", "REF", "SCOPE", "VAULT", "KEYVAULT", "ENV",
+    "VAR", "LENGTH", "LEN", "MIN", "MAX", "POLICY", "TYPE", "MOUNT", "HINT", "PROMPT", "FIELD", "COLUMN",
+})
+"""A name part saying the value names or describes a password rather than being one (``DB_PASSWORD_FILE``)."""
+_NOT_LITERAL = compile(r"\$\{|\$\(|`|^\$[A-Za-z_]|^<.*>$|^\*+$")
+_PATH_LIKE = ("/", "./", "../", "~/", "file:", "azureml:", "http://", "https://")
+_QUERY = compile(r"[?&;]([A-Za-z0-9_.-]{1,64})=([^&#\s\"']+)")
+_BASE64_RUN = compile(r"[A-Za-z0-9+/_-]{20,}={0,2}")
+_MAX_DECODED = 64
+"""Base64 runs decoded per value at most (each at most 4 KiB): the decoding stays bounded."""
+_JOIN = re.compile(r"""["'](?:[ \t]*\+)?[ \t]*["']""")
+"""Where two quoted pieces meet (``'ghp_' 'abc'``, ``"ghp_"+"abc"``, ``'ghp_'"abc"``): shell, Python and YAML
+concatenate them into one string. On Python's ``re``: each match starts at a quote, and neither white-space run
+can give back to the other, so it is linear; a million joins take 0.9 s (RE2, ~10 us a match: 10 s)."""
+
+
+def _password_key(name: str) -> bool:
+    parts = _name_parts(name)
+    return any(p in _PASSWORD_KEY_WORDS for p in parts) and not any(p in _NOT_A_VALUE_KEY for p in parts)
+
+
+def password_literal(name: str, value: str) -> bool:
+    """A literal under a password (or secret) name, whatever its characters: a person chose it, so neither
+    its shape nor its entropy says anything. Not a reference, a path, a placeholder or prose."""
+    text = value.strip()
+    return (len(text) >= _MIN_REMEMBERED and _password_key(name) and not _has_space(text)
+            and not is_reference(text) and not text.startswith(_PATH_LIKE) and _NOT_LITERAL.search(text) is None)
+
+
+def _decoded(run: str) -> str | None:
+    import base64
+    import binascii
+
+    padded = run + "=" * (-len(run) % 4)
+    try:
+        raw = (base64.urlsafe_b64decode if ("-" in run or "_" in run) else base64.b64decode)(padded)
+    except (binascii.Error, ValueError):
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    return text if text.isprintable() or "\n" in text else None
+
+
+def _hidden_shapes(text: str) -> Iterator[tuple[str, str]]:
+    """Known shapes a shell or YAML would reveal: inside a base64 payload (decoded once, bounded), and across
+    quoted pieces concatenated into one string. Each as (why, the original text to hide)."""
+    for count, match in enumerate(_BASE64_RUN.finditer(text)):
+        if count >= _MAX_DECODED:
+            break
+        decoded = _decoded(match.group()) if len(match.group()) <= 4096 else None
+        if decoded and (found := hits(decoded)):
+            yield f"holds {found[0].kind}, base64-encoded", match.group()
+    if "'" not in text and '"' not in text:
+        return
+    joined = _JOIN.sub("", text)
+    if len(joined) == len(text) or not _ANY_SHAPE.matching(joined):
+        return
+    at: list[int] = []  # where each join is in the joined string, and how much was removed up to it
+    removed: list[int] = []
+    total = 0
+    for join in _JOIN.finditer(text):
+        at.append(join.start() - total)
+        total += join.end() - join.start()
+        removed.append(total)
+
+    def original(position: int, *, end: bool = False) -> int:
+        index = bisect_right(at, position - 1 if end else position) - 1
+        return position + (removed[index] if index >= 0 else 0)
+
+    for hit in hits(joined):
+        start, stop = original(hit.start), original(hit.end, end=True)
+        while stop < len(text) and (text[stop].isalnum() or text[stop] == "_"):  # the rest of the token's piece
+            stop += 1
+        if stop - start > hit.end - hit.start:  # the shape spans a join: not found in the text itself
+            yield f"holds {hit.kind}, split into concatenated pieces", text[start:stop]
+
+
+def _in_value(key: str, value: str) -> Iterator[tuple[str, str, str]]:
+    """What the value at ``key`` holds: (why, the text to hide, the command word's key)."""
+    text = value.strip()
+    if not text:
+        return
+    if key != "command" and (why := judge(key, value)):  # a command keeps its other words (below)
+        yield why, text, ""
+    elif key != "command" and password_literal(key, text):
+        yield "a password name with a literal value", text, ""
+    if _has_space(text):
+        for word, why in command_secrets(value):
+            yield why, word.value, word.key
+        upper = value.upper()
+        words = command_words(value) if any(w in upper for w in ("PASS", "PWD", "SECRET")) else iter(())
+        for word in words:
+            if word.key and password_literal(word.key, word.value):
+                yield "a password name with a literal value", word.value.strip(), word.key
+    for hit in hits(value):
+        yield f"holds {hit.kind}", value[hit.start:hit.end], ""
+    if "=" in value and ("?" in value or "&" in value or ";" in value):
+        for match in _QUERY.finditer(value):
+            name, literal = match.group(1), match.group(2)
+            if (why := _judge_by_name(name, literal)) or password_literal(name, literal):
+                yield f"a URL query parameter {name}: {why or 'a password name with a literal value'}", literal, ""
+    yield from ((why, hidden, "") for why, hidden in _hidden_shapes(value))
+
+
+def walk(data: Any, path: Path = ()) -> Iterator[Found]:
+    """Every secret in JSON-like ``data``: each value judged under its name, each command word, each known
+    shape, URL query tokens, base64 payloads and split tokens, and key names that are themselves secrets.
+
+    The one walk behind both uses: the gate's findings (:func:`secrets_in_definition` and the pipeline
+    rule) and what the masker hides (:func:`remember_in`, :func:`mask_data`), so nothing is hidden that is
+    not flagged."""
+    if isinstance(data, Mapping):
+        for name, value in data.items():
+            if isinstance(name, str):
+                for why, hidden, _ in _in_value("", name):  # a key name is judged by its text alone
+                    yield Found((*path, name), f"its key name {why}", hidden)
+            yield from walk(value, (*path, name if isinstance(name, str | int) else str(name)))
+    elif isinstance(data, list | tuple):
+        for index, item in enumerate(data):
+            yield from walk(item, (*path, index))
+    elif isinstance(data, str):
+        key = _judged_name(path)
+        seen: list[str] = []
+        for why, hidden, word in _in_value(key, data):
+            yield Found(path, why, hidden, word, covered=any(hidden in earlier for earlier in seen))
+            seen.append(hidden)
+
+
+def _judged_name(path: Path) -> str:
+    names = [p for p in path if isinstance(p, str)]
+    while len(names) > 1 and names[-1] in _GENERIC_KEYS:
+        names.pop()
+    return names[-1] if names else ""
+
+
+def hide(text: str, key: str = "") -> str:
+    """``text`` (the value at ``key``) as every artifact shows it: what :func:`walk` finds in it, every
+    remembered value and every known shape replaced by :data:`MASK`."""
+    for secret in sorted({hidden for _, hidden, _ in _in_value(key, text)}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return mask(text)

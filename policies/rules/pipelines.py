@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.launchers import PER_GPU_LAUNCHERS, command_scripts
+from kernel.secrets import secrets_in_definition
 from policies.rule import Violation, run_rule, stack_rule
 from policies.stack import Stack
 from stack.pipelines import binding
@@ -247,3 +248,30 @@ def run_gpu_nodes_unused(run: ResolvedRun) -> list[str]:
     return [f"{scripts} import(s) nothing that opens a GPU, yet the run holds {run.instance_count} "
             f"{run.cluster.size} node(s) of {run.cluster.gpus} GPU(s) each on cluster {run.cluster.name}: "
             "CPU compute does this work for less"]
+
+
+_RUNS_OWN = {"pipeline": ("jobs",), "sweep": ("trial", "inputs", "outputs")}
+"""What of a pipeline's or sweep's spec is its runs' own (each step, the trial: judged as runs)."""
+
+
+@stack_rule(
+    id="pipeline-secrets-in-definition",
+    title="Pipelines and sweeps carry no secrets in their own fields",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="A pipeline's inputs, a sweep's search space (every choice reaches every trial's command line), "
+    "settings, tags, description, display and experiment names are part of the job definition: written to the "
+    "job file, shown in the studio and kept with the job. Judged by the walk that masks them in every artifact "
+    "(known token shapes, also base64-encoded or split; high-entropy literals under a credential name; any "
+    "literal under a password name); each step and the trial are judged as runs.",
+    remediation="Read the secret at run time from the workspace key vault with the job's identity; pass its "
+    "name, not its value.",
+    reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-use-secrets-in-runs",
+    config_key=("inputs",),
+)
+def pipeline_secrets_in_definition(stack: Stack) -> list[Violation]:
+    out = []
+    for resource, job in stack.composites:
+        for found in secrets_in_definition(job.spec, skip=_RUNS_OWN.get(job.kind, ())):
+            out.append(Violation(resource, f"{job.kind} {found}"))
+    return out

@@ -856,3 +856,154 @@ def test_a_hostile_dockerfile_is_planned_within_bounds(tmp_path: Path, attack: s
     report = (project / "build" / "case" / "policy.md").read_text()
     assert any(says in row and "in the Dockerfile" in row for row in report.splitlines()
                if "`run-infiniband-setting-unclear`" in row), report[-3000:]
+
+
+# ------------------------------------------------------------------------------------------ masked, so flagged
+
+
+def _token(n: int, prefix: str = "ghp_") -> str:
+    """A GitHub-shaped token of its own for each attack (a known shape: masked wherever it shows)."""
+    return prefix + f"{n:02d}Zq8Lm2Nx4Rt6Vb1Kc3Jd5Hf7Gs9Pw0Ya4Qe6"
+
+
+def _run(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "command": "echo hello", "environment": "acpt-pytorch", "compute": "gpu-a100",
+            "distribution": {"type": "pytorch", "process_count_per_instance": 1},
+            "resources": {"instance_count": 1}, "limits": {"timeout": 600}, **fields}
+
+
+def _pipeline(name: str, step: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    from tests.test_jobs_pipelines import pipeline
+
+    job = pipeline(name=name, **fields)
+    if step:
+        job["jobs"]["evaluate"].update(step)
+    return job
+
+
+def _sweep(name: str, values: list[Any]) -> dict[str, Any]:
+    from tests.test_jobs_pipelines import sweep
+
+    return sweep(name=name, search_space={"lr": {"type": "loguniform", "min_value": -9.2, "max_value": -4.6},
+                                          "batch": {"type": "choice", "values": values}})
+
+
+def _b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+SPLIT = _token(13)
+MASKED_ATTACKS: list[tuple[str, dict[str, Any], str, str]] = [
+    # (attack, the job, the secret, what the finding names)
+    ("a token in a pipeline input", _pipeline("atk-pipe-input", inputs={"epochs": 3, "token": _token(1)}),
+     _token(1), "pipeline 'atk-pipe-input': pipeline input token (holds a GitHub token)"),
+    ("a token in a sweep choice", _sweep("atk-choice", [32, _token(2)]), _token(2),
+     "sweep 'atk-choice': sweep search_space.batch.values[1] (holds a GitHub token)"),
+    ("a token in a description", _run("atk-desc", description=f"owner token {_token(3)}"), _token(3),
+     "run 'atk-desc': description (holds a GitHub token)"),
+    ("a token as a display name", _run("atk-display", display_name=_token(4)), _token(4),
+     "run 'atk-display': display_name (holds a GitHub token)"),
+    ("a token as the experiment name", _run("atk-experiment", experiment_name=_token(5)), _token(5),
+     "run 'atk-experiment': experiment_name (holds a GitHub token)"),
+    ("a token in a pipeline tag", _pipeline("atk-pipe-tag", tags={"owner": _token(6)}), _token(6),
+     "pipeline 'atk-pipe-tag': pipeline tag owner (holds a GitHub token)"),
+    ("a token in a component's description", _pipeline("atk-component", step={
+        "command": None, "environment": None, "code": None, "outputs": {}, "inputs": {},
+        "component": {"command": "echo evaluate", "environment": "azureml:acpt-pytorch:1",
+                      "description": f"maintained by {_token(7)}"}}), _token(7),
+     "run 'atk-component/evaluate': description (holds a GitHub token)"),
+    ("a token as a tag's key name", _run("atk-key", tags={_token(8): "owner"}), _token(8),
+     "run 'atk-key': tags.[secret] (its key name holds a GitHub token)"),
+    ("a token in a URL's query", _run("atk-query", inputs={"data": {
+        "type": "uri_file", "path": "https://data.example.com/train.csv?token=Q2x7Vb9Kd4Lm8Np3Rt6Wz1Yc5"}}),
+     "Q2x7Vb9Kd4Lm8Np3Rt6Wz1Yc5", "run 'atk-query': input data (a URL query parameter token"),
+    ("a token in a service's properties", _run("atk-service", services={
+        "notebook": {"type": "jupyter_lab", "properties": {"owner": _token(10)}}}), _token(10),
+     "run 'atk-service': services.notebook.properties.owner (holds a GitHub token)"),
+    ("a password with - and .", _run("atk-password", environment_variables={"DB_PASSWORD": "s3cr.et-pa55"}),
+     "s3cr.et-pa55", "run 'atk-password': environment variable DB_PASSWORD (a password name with a literal value)"),
+    ("a base64-wrapped token", _run("atk-base64", command=f"echo {_b64(_token(12))} | base64 -d > ~/.token"),
+     _b64(_token(12)), "run 'atk-base64': command argument (holds a GitHub token, base64-encoded)"),
+    ("a token split into quoted pieces", _run("atk-split", command=f"python -c 't=\"{SPLIT[:9]}\"\"{SPLIT[9:]}\"'"),
+     SPLIT[9:], "run 'atk-split': command argument (holds a GitHub token, split into concatenated pieces)"),
+    # Variants the issue does not list: a base64-wrapped token as a sweep choice, a dotted password after a
+    # flag in a pipeline step's command, a client secret under its own name in a pipeline step's input.
+    ("a base64-wrapped token as a sweep choice", _sweep("atk-choice-b64", [_b64(_token(14, "hf_"))]),
+     _b64(_token(14, "hf_")), "sweep 'atk-choice-b64': sweep search_space.batch.values[0] (holds a Hugging Face "
+     "token, base64-encoded)"),
+    ("a dotted password after a flag in a step", _pipeline("atk-step-flag", step={
+        "command": "python evaluate.py --checkpoint-dir ${{inputs.checkpoints}} --report-dir ${{outputs.report}} "
+                   "--db-passwd=my.dotted-pass"}), "my.dotted-pass",
+     "run 'atk-step-flag/evaluate': command argument --db-passwd (a password name with a literal value)"),
+    ("a password under a secret name in a pipeline input",
+     _pipeline("atk-secret-input", inputs={"epochs": 3, "client_secret": "a.b-c~d.e"}),
+     "a.b-c~d.e", "pipeline 'atk-secret-input': pipeline input client_secret (a password name with a literal value)"),
+]
+
+
+@pytest.fixture(scope="module")
+def masked_attacks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, str], frozenset[str]]:
+    """Every attack above in one stack, planned in-process: the outcome, every file under build/, and what the
+    masker remembered to hide."""
+    from kernel import secrets
+    from tests.test_reliability_corpus import good_config, snapshot
+
+    config = good_config()
+    config[f"{NS}:jobs"] += [job for _, job, _, _ in MASKED_ATTACKS]
+    project = make_project(tmp_path_factory.mktemp("masked") / "project", config, stack="case")
+    secrets.forget_all()
+    capture = _Capture()
+    outcome = capture.plan(project)
+    hidden = frozenset(secrets._values)
+    files = {name: data.decode("utf-8") for name, data in snapshot(project / "build").items()}
+    return outcome, files, hidden
+
+
+class _Capture:
+    def plan(self, project: Path) -> Any:
+        import contextlib
+        import io
+
+        from amlgpu.cli import main
+        from tests.test_reliability_corpus import Outcome
+
+        out, err = io.StringIO(), io.StringIO()
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            patch.chdir(project)
+            code = main(["plan", "--stack", "case"])
+        return Outcome(code, out.getvalue(), err.getvalue())
+
+
+@pytest.mark.parametrize(("attack", "job", "secret", "named"), MASKED_ATTACKS, ids=[a[0] for a in MASKED_ATTACKS])
+def test_what_is_masked_is_flagged(masked_attacks: tuple[Any, dict[str, str], frozenset[str]], attack: str,
+                                   job: dict[str, Any], secret: str, named: str) -> None:
+    outcome, files, _ = masked_attacks
+    assert outcome.code == 1, outcome.err
+    lines = [line for line in outcome.out.splitlines() if named in line]
+    assert lines and all("[critical]" in line and "secrets-in-" in line for line in lines), outcome.out
+    for where, shown in {**files, "stdout": outcome.out, "stderr": outcome.err}.items():
+        assert secret not in shown, f"{where} shows the secret of {attack!r}"
+
+
+def _strings(data: Any) -> list[str]:
+    if isinstance(data, dict):
+        return [s for key, value in data.items() for s in (str(key), *_strings(value))]
+    if isinstance(data, list):
+        return [s for item in data for s in _strings(item)]
+    return [data] if isinstance(data, str) else []
+
+
+def test_every_value_the_masker_hides_has_a_finding(masked_attacks: tuple[Any, dict[str, str], frozenset[str]]
+                                                    ) -> None:
+    """One walk, two uses: each value the plan hides belongs to a job with a secret finding of its own."""
+    outcome, _, hidden = masked_attacks
+    flagged = {line.split("'")[1].split("/")[0] for line in outcome.out.splitlines()
+               if "secrets-in-" in line and "[critical]" in line}
+    assert hidden
+    for value in hidden:
+        holders = [job["name"] for _, job, _, _ in MASKED_ATTACKS if any(value in s for s in _strings(job))]
+        assert holders, f"a hidden value {value[:6]}... is in no attack: masked outside the jobs"
+        assert set(holders) <= flagged, f"{holders} hide a value but have no secret finding"
+    assert flagged == {job["name"] for _, job, _, _ in MASKED_ATTACKS}

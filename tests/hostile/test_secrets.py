@@ -8,6 +8,7 @@ high-entropy literal under a credential name, which only the stack's own keys re
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -92,6 +93,7 @@ def test_a_flagged_secret_is_masked_in_every_artifact_and_message(tmp_path: Path
     assert outcome.code == 1, outcome.err  # a run's secret is a mandatory finding
     found = outcome.out.count("run-secrets-in-")
     assert found >= len(PLACES) - 1, outcome.out  # every run placement is flagged (the workspace tag is not a run's)
+    assert "resource-secrets-in-settings" in outcome.out and "tags.api_token" in outcome.out  # the workspace tag
     texts = _everything(project, outcome.out, outcome.err)
     for (where, value, _) in PLACES:
         assert all(value not in text for text in texts.values()), f"{where}: shown"
@@ -203,3 +205,101 @@ def test_a_file_of_thousands_of_tokens_is_refused_not_searched_for_each(tmp_path
     assert f"more than {secrets.MAX_REMEMBERED} distinct values look like secrets" in outcome.err
     assert not (project / "build").exists()
     _assert_nowhere({"stdout": outcome.out, "stderr": outcome.err}, ("Zq8Lm2Nx4Rt6Vb1Kc3Jd5",))
+
+
+# ------------------------------------------------------------------------------ one walk: no false alarms
+
+NOT_SECRETS: list[tuple[str, str]] = [
+    ("HF_TOKEN", "${{secrets.HF_TOKEN}}"),
+    ("data", "azureml://datastores/workspaceblobstore/paths/train/"),
+    ("HF_TOKEN", "@Microsoft.KeyVault(SecretUri=https://kv.vault.azure.net/secrets/hf-token)"),
+    ("command", 'python train.py --token $HF_TOKEN --password "$DB_PASSWORD" --secret ${API_SECRET} '
+                "--db-pass=$(cat /run/secrets/db)"),
+    ("description", "Fine-tunes the model on support tickets; the token policy is on the wiki."),
+    ("commit", "3f9a0c1e7b5d2a8c4e6f1b3d5a7c9e0f2b4d6a8c"),
+    ("image", "mcr.microsoft.com/azureml/curated/acpt@sha256:9b2a3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7"),
+    ("DB_PASSWORD_FILE", "/run/secrets/db-password"),
+    ("secret_name", "hf-token.v2"),
+    ("PWD", "/mnt/azureml/cr/j/abc"),
+    ("data", "https://data.example.com/train.csv?version=2&format=parquet&page=3"),
+    ("command", "python -c 'print(\"loss\" \"=\" \"0.1\")'"),
+    ("command", "echo dGhpcyBpcyBqdXN0IGEgcGxhaW4gc2VudGVuY2UgaW4gYmFzZTY0 | base64 -d"),
+    ("run_id", "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6"),
+    ("password", "<your password>"),
+]
+"""References, reads of the environment, ordinary text, hashes and ids: nothing to flag, nothing to hide."""
+
+
+@pytest.mark.parametrize(("key", "value"), NOT_SECRETS, ids=[f"{k}={v[:24]}" for k, v in NOT_SECRETS])
+def test_references_prose_and_hashes_are_neither_flagged_nor_masked(key: str, value: str) -> None:
+    assert list(secrets.walk({key: value})) == []
+    assert secrets.mask_data({key: value}) == {key: value}
+
+
+@pytest.mark.parametrize(("data", "field", "why"), [
+    ({"tags": {"db_pwd": "a.b-c/d"}}, "tag db_pwd", "a password name with a literal value"),
+    ({"inputs": {"conn": {"type": "uri_file", "path": "https://x.blob.core.windows.net/c/f?sv=2022&api_key="
+                          "Q2x7Vb9Kd4Lm8Np3Rt6Wz1Yc5"}}}, "input conn", "a URL query parameter api_key"),
+    ({"command": "python train.py --passphrase 'correct.horse-battery'"}, "command argument --passphrase",
+     "a password name with a literal value"),
+    ({"display_name": "hf_" + "Zq8Lm2Nx4Rt6Vb1Kc3Jd5Hf7Gs9Pw0Ya"}, "display_name", "holds a Hugging Face token"),
+])
+def test_the_walk_names_the_field(data: dict[str, Any], field: str, why: str) -> None:
+    (found,) = secrets.secrets_in_definition(data)
+    assert found.startswith(f"{field} (") and why in found
+
+
+def test_what_the_walk_finds_is_what_mask_data_hides() -> None:
+    """The same walk: each value found is gone from the masked data, and the rest of it is kept."""
+    spec = {"command": f"python t.py --db-password=s3cr.et-pa55 --epochs 3 --token {HF}",
+            "environment_variables": {"CLIENT_SECRET": "x.y-z~w.v"}, "tags": {"team": "vision"}}
+    found = list(secrets.walk(spec))
+    masked = json.dumps(secrets.mask_data(spec))
+    assert {f.secret for f in found} >= {"s3cr.et-pa55", "x.y-z~w.v", HF}
+    assert all(f.secret not in masked for f in found)
+    assert "--epochs 3" in masked and "vision" in masked
+
+
+def test_a_stack_of_references_and_ordinary_text_plans_clean(tmp_path: Path) -> None:
+    config = good_config()
+    _run(config).update(
+        description="Fine-tunes on the support tickets; reads its token from the key vault at run time.",
+        tags={"commit": "3f9a0c1e7b5d2a8c4e6f1b3d5a7c9e0f2b4d6a8c", "secret_name": "hf-token"},
+        environment_variables={"HF_TOKEN_SECRET_NAME": "hf-token", "DB_PASSWORD_FILE": "/run/secrets/db"},
+    )
+    _run(config)["command"] += ' --token "$HF_TOKEN" --data ${{inputs.data}}'
+    _run(config)["inputs"] = {"data": {"type": "uri_folder", "path": "azureml://datastores/blob/paths/train/"}}
+    project = make_project(tmp_path / "project", config, stack=STACK)
+
+    outcome = amlgpu(project, "plan", "--stack", STACK)
+
+    assert outcome.code == 0, outcome.out[-3000:]
+    assert "secrets-in-" not in outcome.out
+    assert secrets.MASK not in (project / "build" / STACK / "jobs" / "ddp.yml").read_text()
+
+
+# ------------------------------------------------------------------------------ submit refuses what is flagged
+
+
+def test_submit_refuses_a_pipeline_input_token_before_any_request(
+    tmp_path: Path, azure: Callable[[dict[str, Any]], Any], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.test_jobs_pipelines import pipeline
+    from tests.test_jobs_submit import submit_command
+    from tests.test_reliability_corpus import plan_in_process
+
+    config = good_config()
+    config[f"{NS}:jobs"].append(pipeline(name="train-pipe", inputs={"epochs": 3, "token": HF}))
+    project = make_project(tmp_path / "project", config, stack=STACK)
+    assert plan_in_process(project, capsys).code == 1
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no Pulumi CLI: the workspace comes from the plan's outputs.json
+    replay = azure({})  # no route: any request would fail the test, and none may be made
+
+    assert submit_command("train-pipe", "--stack", STACK) == 1
+    captured = capsys.readouterr()
+    assert "pipeline-secrets-in-definition" in captured.err and "pipeline input token" in captured.err
+    assert "submit refused: run 'train-pipe' fails a mandatory policy" in captured.err
+    assert replay.calls == []
+    _assert_nowhere({"stdout": captured.out, "stderr": captured.err})

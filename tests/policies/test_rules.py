@@ -447,6 +447,11 @@ CASES = [
               lambda b: b.drop(RUN_TYPE, "train-eval/evaluate")),
          "train-eval", "step 'evaluate' runs registered component azureml:evaluate:1, whose spec is not in the "
          "project: run `amlgpu components pull --stack baseline`"),
+    Case("resource-secrets-in-settings", setting(WS, "tags", {"team": "vision", "owner": HF_TOKEN}), WORKSPACE,
+         "tags.owner (holds a Hugging Face token)"),
+    Case("pipeline-secrets-in-definition",
+         job_setting(SWEEP_TYPE, "lr-sweep", "search_space.batch.values", [32, HF_TOKEN]),
+         "lr-sweep", "sweep search_space.batch.values[1] (holds a Hugging Face token)"),
     Case("pipeline-step-cycle",
          job_setting(PIPELINE_TYPE, "train-eval", "jobs.train.inputs.report",
                      "${{parent.jobs.evaluate.outputs.report}}"),

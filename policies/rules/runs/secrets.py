@@ -1,18 +1,21 @@
-"""Run rules on secrets: none in environment variables, the command, inputs, tags or the code folder, and
-code folders and build contexts scanned to the end."""
+"""Run rules on secrets: none in environment variables, the command, inputs, tags, metadata or the code folder,
+and code folders and build contexts scanned to the end. Every value is judged by :func:`kernel.secrets.walk`,
+the walk the masker hides by: what any artifact shows as ``[secret]`` is a finding here (or in
+:mod:`policies.rules.pipelines` for what only a pipeline or sweep carries)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from analysis.secret_scan import BUDGET_BYTES
-from kernel.secrets import secret_variables, secrets_in_definition
+from jobs.pipelines import PIPELINE_TYPE, SWEEP_TYPE
+from kernel.secrets import secrets_in_definition, walk
 from policies.rule import Violation, run_rule, stack_rule
 from policies.rules.environments import ENVIRONMENT_COMPONENT
 from policies.rules.runs import environment_variables
 from policies.stack import Stack
 from policies.wire import inputs
-from stack.resolved import ResolvedRun
+from stack.resolved import RUN_TYPE, ResolvedRun
 
 
 @run_rule(
@@ -29,18 +32,20 @@ from stack.resolved import ResolvedRun
     config_key=("environment_variables",),
 )
 def run_secrets_in_environment_variables(run: ResolvedRun) -> list[str]:
-    return [f"environment variable {found}" for found in secret_variables(environment_variables(run))]
+    found = sorted((f for f in walk(dict(environment_variables(run))) if not f.covered), key=lambda f: str(f.path[0]))
+    return list(dict.fromkeys(f"environment variable {f.field} ({f.why})" for f in found))
 
 
 @run_rule(
     id="run-secrets-in-command",
-    title="Runs do not carry secrets in their command, inputs or tags",
+    title="Runs do not carry secrets in their command, inputs, tags or any other field",
     severity="critical",
     enforcement="mandatory",
-    rationale="The command line, literal inputs and tags are part of the job definition: written to the job "
-    "file, shown on the run's page in the studio and kept with the job. Judged by value (known token shapes, "
-    "high-entropy literals after a credential-named flag), not by name: --ssh-key-file generated-key is a file "
-    "name.",
+    rationale="The command line, literal inputs, tags, properties, services, description, display and "
+    "experiment names are part of the job definition: written to the job file, shown on the run's page in the "
+    "studio and kept with the job. Judged by value (known token shapes, also base64-encoded or split into "
+    "concatenated pieces; high-entropy literals after a credential-named flag or URL query parameter; any "
+    "literal under a password name), not by name alone: --ssh-key-file generated-key is a file name.",
     remediation="Read the secret at run time from the workspace key vault with the job's identity; pass its "
     "name, not its value.",
     reference="https://learn.microsoft.com/en-us/azure/machine-learning/how-to-use-secrets-in-runs",
@@ -94,3 +99,30 @@ def _unscanned(folder: str, paths: Sequence[str]) -> str:
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
     return (f"{folder}: {len(paths)} file(s) past the {BUDGET_BYTES >> 20} MiB scan budget were not read to the "
             f"end: {shown}")
+
+
+_JUDGED_AS_JOBS = frozenset({RUN_TYPE, PIPELINE_TYPE, SWEEP_TYPE})
+
+
+@stack_rule(
+    id="resource-secrets-in-settings",
+    title="Workspace, cluster and other resource settings carry no secrets",
+    severity="critical",
+    enforcement="mandatory",
+    rationale="Tags and settings of the workspace, its clusters and every other resource are readable by anyone "
+    "with Reader access to the resource group (tags also in cost exports) and stored in plain text in the "
+    "Pulumi state. Judged by the walk that masks them in every artifact, so a value shown as [secret] is a "
+    "finding; runs, pipelines and sweeps have rules of their own.",
+    remediation="Keep the secret in the workspace key vault; put its name in a tag, never its value.",
+    reference="https://learn.microsoft.com/en-us/azure/azure-resource-manager/management/tag-resources",
+    config_key=("tags",),
+)
+def resource_secrets_in_settings(stack: Stack) -> list[Violation]:
+    out = []
+    for resource in stack.resources:
+        if resource["type"] in _JUDGED_AS_JOBS:
+            continue
+        found = [f for f in walk(resource.get("inputs") or {}) if not f.covered]
+        for message in dict.fromkeys(f"{f.field} ({f.why})" for f in found):
+            out.append(Violation(resource, message))
+    return out
