@@ -36,8 +36,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import dockerfile as buildkit
-
 from analysis import shell
 from analysis.shell import Unknown, UnknownKind, Variable, Where
 from kernel import regex as linear
@@ -94,6 +92,11 @@ def parse(text: str) -> Parsed:
     if len(data) > MAX_BYTES:
         return Parsed((), error=f"the Dockerfile has {len(data):,} bytes (at most {MAX_BYTES:,} are read)")
     escape = _escape(text)
+    # BuildKit's parser is Go: loading it starts the Go runtime, which reserves most of a GiB of address space.
+    # It loads when a Dockerfile is first parsed, so a command that reads none (and a stack file refused as
+    # bad input under a small address-space cap) never maps it.
+    import dockerfile as buildkit
+
     try:
         commands: tuple[Any, ...] = tuple(buildkit.parse_string(text))
     except buildkit.GoParseError as err:

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from azurefacts import availability
 from azurefacts.skus import lookup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,12 +61,16 @@ class ClusterPlan:
     max_instances: int
 
 
-def clusters(count: int) -> list[dict[str, Any]]:
-    """``count`` clusters: seven in ten InfiniBand (2..8 nodes), the rest single-node (every third low-priority)."""
+def clusters(count: int, region: str = "eastus2") -> list[dict[str, Any]]:
+    """``count`` clusters: seven in ten InfiniBand (2..8 nodes), the rest single-node (every third low-priority),
+    of the sizes Microsoft lists as sold in ``region`` (the table the gate's compute-size-offered-in-region reads)."""
+    table = availability.load()
+    offered = {kind: tuple(s for s in sizes if table.listed(s[0], region) is not False)
+               for kind, sizes in (("ib", INFINIBAND_SIZES), ("single", SINGLE_NODE_SIZES))}
     out = []
     for i in range(count):
         infiniband = i % 10 < 7
-        sizes = INFINIBAND_SIZES if infiniband else SINGLE_NODE_SIZES
+        sizes = offered["ib" if infiniband else "single"]
         size, short, _ = sizes[i % len(sizes)]
         out.append({
             # Cluster names may not end in "-<digits>": the index goes first.
@@ -268,11 +273,12 @@ def runs(count: int, cluster_list: list[dict[str, Any]], environment_count: int)
     return out
 
 
-def stack_config(run_count: int, *, cluster_count: int = 20, environment_count: int = 10) -> dict[str, Any]:
+def stack_config(run_count: int, *, cluster_count: int = 20, environment_count: int = 10,
+                 region: str = "eastus2") -> dict[str, Any]:
     """The ``config:`` mapping of a generated stack file."""
-    cluster_list = clusters(cluster_count)
+    cluster_list = clusters(cluster_count, region)
     return {
-        "azure-native:location": "eastus2",
+        "azure-native:location": region,
         f"{NAMESPACE}:workspace": {
             "name": "mlw-gpu-bench",
             "resource_group": "rg-aml-gpu-bench",
@@ -301,9 +307,9 @@ def team_config(index: int, *, runs: int = 5) -> dict[str, Any]:
     region and network; their stacks are the same size, so N of them cost N times one."""
     if not 0 <= index < 250:
         raise ValueError("team index must be between 0 and 249 (one /16 of 10.0.0.0/8 each)")
-    config = stack_config(runs, cluster_count=3, environment_count=4)
+    region = TEAM_REGIONS[index % len(TEAM_REGIONS)]
+    config = stack_config(runs, cluster_count=3, environment_count=4, region=region)
     name = team_name(index)
-    config["azure-native:location"] = TEAM_REGIONS[index % len(TEAM_REGIONS)]
     config[f"{NAMESPACE}:workspace"] = {
         **config[f"{NAMESPACE}:workspace"], "name": f"mlw-{name}", "resource_group": f"rg-ml-{name}",
         "tags": {"team": name, "cost-center": f"cc-{index:03d}"},

@@ -1,32 +1,10 @@
 """One secret detector, by value, and one way to hide what it finds: :data:`MASK`.
 
-**What a secret is.** ``AZUREML_SSH_KEY: generated-key`` names a file and is no secret; ``--hf-token hf_...``
-in a command is one whatever the flag. A value is a secret when it contains a known credential shape, or
-when a key that names a credential (``*_TOKEN``, ``--password``...) holds a high-entropy literal: long,
-no spaces, mixed character classes, no path or placeholder. References are never secrets: ``${{...}}``,
-``$NAME``, ``azureml://...``, ``@Microsoft.KeyVault(...)``, ``[secret]``.
-
-The shapes are detect-secrets' plugins (Yelp's maintained detector: AWS, basic-auth URLs, GitHub, JSON web
-tokens, npm, PyPI, Slack tokens and webhooks, Stripe, SendGrid, Square, OpenAI...) plus our own for what it
-misses or reads too narrowly: Azure storage connection strings and bare account keys (88 base64
-characters ending ``==``), Service Bus / Event Hubs ``SharedAccessKey=``, SAS signatures, Microsoft Entra
-client secrets, Hugging Face, GitLab, Google ``AIza`` keys, ``Authorization: Bearer ...`` headers and
-``wandb login <key>``. Every pattern runs on RE2 (:mod:`kernel.regex`): linear in the input, whatever it holds.
-
-**Where it sits.** At the floor of the layers because every layer needs it: the stack model's error
-messages, the build-context and code-folder scans, the gate's rules, the artifacts and the terminal.
-
-**One walk, two uses.** :func:`walk` visits every value and key name of a spec or stack document and says
-what each holds (also base64-encoded, split into quoted pieces, in a URL query, or under a password name);
-the gate's findings come from it, and so does what is hidden: a value found anywhere in a stack
-(:func:`remember_in`) is remembered for the life of the process; :func:`mask` and :func:`mask_data` replace
-every remembered value, every value the walk finds and every known shape with :data:`MASK` (as Pulumi shows
-a secret output as ``[secret]``). The CLI applies them to every artifact it writes and every line it prints;
-``amlgpu submit`` runs the gate first, so a job holding a flagged value is refused, not sent.
-
-**Once per text.** One RE2 set says which shapes occur in a text; only those are located. What a text holds,
-how a key and value are judged, and how a text masks are kept per distinct text (a plan meets each of its strings
-in several artifacts), the masks until the next value is remembered.
+A value is a secret when it holds a known credential shape (detect-secrets' plugins and our own, all on RE2)
+or a high-entropy literal under a credential name; references (``${{...}}``, ``$NAME``, ``azureml://...``, key
+vault references) never are. :func:`walk` visits every value and key name of a document: the gate's findings
+come from it and so does what :func:`mask` and :func:`mask_data` hide, so whatever is masked is flagged.
+Verdicts are kept per distinct text. Design notes: docs/development.md, "kernel/secrets.py".
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from azurefacts import resource_types, skus
 from azurefacts.prices import DEFAULT_TABLE, load, provenance
-from planning.engine import PlannedResource
 from planning.outcome import StackOutcome, worst
 from policies.cost import CostReport
 
-if TYPE_CHECKING:  # the service imports this module to render its plans
+if TYPE_CHECKING:  # the service imports this module to render its plans; the engine loads Pulumi
+    from planning.engine import PlannedResource
     from planning.service import Plan
 
 # The input holding each resource's Azure name, where it differs from the logical name.

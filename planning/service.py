@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -27,8 +27,6 @@ from kernel.errors import EXIT_OK, EXIT_POLICY, ConfigError, Problem, UserError
 from kernel.secrets import mask, mask_data
 from planning.artifacts import OutputLayout, atomic_directory, canonical_json, check_replaceable, shown_path, write_text
 from planning.base import Base, load_base, read_plan_folder
-from planning.engine import Plan as EnginePlan
-from planning.engine import run_program
 from planning.outcome import StackOutcome
 from planning.render import azure_resource_count
 from planning.review import cost_change, cost_markdown, diff, diff_markdown
@@ -46,6 +44,9 @@ from stack import NAMESPACE, stackfile
 from stack.project import LoadedStack, find_root, load_stack
 from stack.resolved import RUN_TYPE, ResolvedRun
 from stack.waivers import Waiver
+
+if TYPE_CHECKING:
+    from planning.engine import Plan as EnginePlan
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
@@ -103,6 +104,11 @@ class Plan:
 def plan_stack(stack: LoadedStack, options: PlanOptions) -> Plan:
     """Run the program under mocks, resolve the runs, render their job files, evaluate the policies, price the
     stack and, against ``options.base``, diff it. Writes nothing; bad input raises a UserError."""
+    # The Pulumi engine (and its gRPC and telemetry threads) loads only once a stack file has been read and
+    # validated: a stack file that is bad input, an alias bomb included, is refused within a small address
+    # space (tests/hostile/test_inputs.py runs the console script under 1 GiB).
+    from planning.engine import run_program
+
     engine = run_program(stack.name, stack.file, stack.root)
     runs = sorted((ResolvedRun.from_props(r.inputs) for r in engine.by_type(RUN_TYPE)), key=lambda r: r.name)
     # A pipeline's steps (a sweep's trial) are written in its own file. A secret is masked before rendering,

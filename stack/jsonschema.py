@@ -21,7 +21,7 @@ GPU sizes) or in camel case (``SystemAssigned``) are accepted so (:mod:`azurefac
 
 Every key carries a description: the field's attribute docstring in the model where it has one (read by
 pydantic: the models set ``use_attribute_docstrings``), else the entry in :data:`FIELD_DOCS`.
-``tests/test_schema_*`` fail on a field with neither.
+``tests/stack/test_schema.py`` fail on a field with neither.
 """
 
 from __future__ import annotations

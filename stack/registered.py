@@ -93,7 +93,7 @@ def read_lock(root: Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(bounded.read_bytes(path, 1 << 20, "component lock").decode())
+        data = bounded.load_json_file(path, "component lock", 1 << 20)
     except (OSError, ValueError, bounded.BoundedInputError) as err:
         raise ValueError(f"{LOCK} cannot be read: {err}") from None
     entries = data.get("components") if isinstance(data, dict) else None

@@ -873,7 +873,7 @@ def _run(name: str, **fields: Any) -> dict[str, Any]:
 
 
 def _pipeline(name: str, step: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-    from tests.test_jobs_pipelines import pipeline
+    from tests.jobs.test_pipelines import pipeline
 
     job = pipeline(name=name, **fields)
     if step:
@@ -882,7 +882,7 @@ def _pipeline(name: str, step: dict[str, Any] | None = None, **fields: Any) -> d
 
 
 def _sweep(name: str, values: list[Any]) -> dict[str, Any]:
-    from tests.test_jobs_pipelines import sweep
+    from tests.jobs.test_pipelines import sweep
 
     return sweep(name=name, search_space={"lr": {"type": "loguniform", "min_value": -9.2, "max_value": -4.6},
                                           "batch": {"type": "choice", "values": values}})
@@ -948,7 +948,7 @@ def masked_attacks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[
     """Every attack above in one stack, planned in-process: the outcome, every file under build/, and what the
     masker remembered to hide."""
     from kernel import secrets
-    from tests.test_reliability_corpus import good_config, snapshot
+    from tests.reliability.test_corpus import good_config, snapshot
 
     config = good_config()
     config[f"{NS}:jobs"] += [job for _, job, _, _ in MASKED_ATTACKS]
@@ -967,7 +967,7 @@ class _Capture:
         import io
 
         from amlgpu.cli import main
-        from tests.test_reliability_corpus import Outcome
+        from tests.reliability.test_corpus import Outcome
 
         out, err = io.StringIO(), io.StringIO()
         with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

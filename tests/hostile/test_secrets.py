@@ -285,9 +285,9 @@ def test_submit_refuses_a_pipeline_input_token_before_any_request(
     tmp_path: Path, azure: Callable[[dict[str, Any]], Any], monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.test_jobs_pipelines import pipeline
-    from tests.test_jobs_submit import submit_command
-    from tests.test_reliability_corpus import plan_in_process
+    from tests.jobs.test_pipelines import pipeline
+    from tests.jobs.test_submit import submit_command
+    from tests.reliability.test_corpus import plan_in_process
 
     config = good_config()
     config[f"{NS}:jobs"].append(pipeline(name="train-pipe", inputs={"epochs": 3, "token": HF}))

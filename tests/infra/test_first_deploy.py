@@ -185,7 +185,8 @@ def test_a_new_network_without_an_operator_range_has_no_path(planned: Callable[[
             resource["inputs"]["publicNetworkAccess"] = "Disabled"
     outcome = replay(resources, nowhere)
     assert {f.split(":")[0] for f in outcome.failures()} == {
-        "BuildContextUpload horovod-1-context", "BuildContextUpload tf-gpu-1-context"}
+        "BuildContextUpload acpt-pytorch-1-context", "BuildContextUpload horovod-1-context",
+        "BuildContextUpload tf-gpu-1-context"}
 
 
 @pytest.mark.parametrize("missing", ["microsoft.documentdb", "microsoft.search", "microsoft.network"])

@@ -118,7 +118,7 @@ def test_cluster_identities_get_exactly_the_storage_data_role(dev_plan: Plan) ->
 
 def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
     uploads = {u.inputs["source"]: u.inputs for u in dev_plan.by_type(UPLOAD)}
-    assert sorted(uploads) == ["environments/horovod", "environments/tensorflow"]
+    assert sorted(uploads) == ["environments/horovod", "environments/pytorch", "environments/tensorflow"]
     upload = uploads["environments/tensorflow"]
     assert upload["containerName"] == "environment-builds"
     assert upload["prefix"].startswith("tf-gpu/1/") and list(upload["files"]) == ["Dockerfile"]

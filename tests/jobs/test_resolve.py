@@ -169,10 +169,11 @@ REGISTRY = "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/
 @pytest.mark.parametrize(
     ("reference", "spec_env", "facts"),
     [
-        ("acpt-pytorch", "azureml:acpt-pytorch:1",
-         {"name": "acpt-pytorch", "source": "image", "pinned": True,
+        ("acpt-image", "azureml:acpt-image:1",
+         {"name": "acpt-image", "source": "image", "pinned": True,
           "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18"}),
-        ("azureml:acpt-pytorch:1", "azureml:acpt-pytorch:1", {"name": "acpt-pytorch", "source": "image"}),
+        ("azureml:acpt-image:1", "azureml:acpt-image:1", {"name": "acpt-image", "source": "image"}),
+        ("acpt-pytorch", "azureml:acpt-pytorch:1", {"name": "acpt-pytorch", "source": "build", "image": None}),
         ("tf-gpu", "azureml:tf-gpu:1", {"name": "tf-gpu", "source": "build", "image": None,
                                          "capabilities": ("cuda", "horovod", "infiniband", "mpi", "nccl", "tensorflow"),
                                          "absent": ("deepspeed", "mpi4py", "pytorch")}),
@@ -187,7 +188,9 @@ REGISTRY = "azureml://registries/azureml/environments/acpt-pytorch-2.2-cuda12.1/
     ],
 )
 def test_environment_references_and_facts(root: Path, reference: str, spec_env: str, facts: dict[str, Any]) -> None:
-    environments = [*dev_config()[f"{NS}:environments"], {"name": "registry-acpt", "reference": REGISTRY}]
+    image = {"name": "acpt-image", "version": "1",
+             "image": "mcr.microsoft.com/azureml/curated/acpt-pytorch-2.2-cuda12.1:18"}
+    environments = [*dev_config()[f"{NS}:environments"], {"name": "registry-acpt", "reference": REGISTRY}, image]
     config = stack(root, [declared(environment=reference)], environments=environments)
     run = resolve_run(config.jobs[0], config, root)
     assert run.spec["environment"] == spec_env
