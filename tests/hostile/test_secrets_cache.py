@@ -99,14 +99,23 @@ def reference_judge(key: str, value: str) -> str | None:
     return secrets._judge_by_name(key, text)
 
 
-def reference_mask_data(value: Any, key: str = "") -> Any:
+def reference_hide(text: str, key: str = "") -> str:
+    for secret in sorted({hidden for _, hidden, _ in secrets._in_value(key, text)}, key=len, reverse=True):
+        text = text.replace(secret, secrets.MASK)
+    return reference_mask(text)
+
+
+def reference_mask_data(value: Any, path: tuple[str | int, ...] = ()) -> Any:
+    """The masker without its per-leaf cache: the walk's verdict on each leaf (kernel.secrets.mask_data)."""
     if isinstance(value, dict):
-        return {reference_mask(k): reference_mask_data(v, k) for k, v in value.items()}
+        return {reference_hide(k): reference_mask_data(v, (*path, k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [reference_mask_data(v, key) for v in value]
+        return [reference_mask_data(v, (*path, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
-        single = not secrets._has_space(value.strip())
-        return secrets.MASK if single and reference_judge(key, value) else reference_mask(value)
+        key = secrets._judged_name(path)
+        whole = not secrets._has_space(value.strip()) and any(
+            hidden == value.strip() for _, hidden, _ in secrets._in_value(key, value))
+        return secrets.MASK if whole else reference_hide(value, key)
     return value
 
 
@@ -130,6 +139,8 @@ def _assert_same_everywhere(texts: list[str]) -> None:
             "command": texts, "tags": {text[:40]: text for text in texts}, "n": 3, "ok": True}
     for _ in range(2):
         assert secrets.mask_data(data) == reference_mask_data(data)
+        for key, value in [("HF_TOKEN", texts[0]), *((text[:40], text) for text in texts)]:
+            assert secrets.judge(key, value) == reference_judge(key, value), (key, value)
 
 
 def test_set_search_and_caches_find_and_mask_what_every_pattern_over_every_text_did() -> None:
