@@ -28,8 +28,8 @@ from analysis.shell.api import (
 )
 from analysis.shell.builtin import BUILTINS, Builtins
 from analysis.shell.patterns import unescape_heredoc
-from analysis.shell.state import REDIRECTS, Function, Prefix, Result, Seg, cause_kind, is_name, short, single_value
-from analysis.shell.words import EXPANSIONS, as_assignment, literal, one_word, split_fields
+from analysis.shell.state import REDIRECTS, Function, Prefix, Result, cause_kind, is_name, short, single_value
+from analysis.shell.words import as_assignment, one_word, split_fields
 
 SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "ash", "busybox"})
 _TESTS = frozenset({"test", "[", "[[", "grep", "egrep", "fgrep", "which", "type", "hash", "cmp", "diff", "pgrep"})
@@ -306,16 +306,7 @@ class Commands(Builtins):
             raw_text = "\n".join(line.lstrip("\t") for line in raw_text.split("\n"))
         if quoted:
             return Word(raw_text, raw_text, self.line(body), shown=raw_text)
-        segs: list[Seg] = []
-        cursor = line_start
-        for child in body.named_children:
-            if child.type in EXPANSIONS:
-                if child.start_byte > cursor:
-                    segs.append(literal(unescape_heredoc(self.src(cursor, child.start_byte)), quoted=True))
-                segs.extend(self.segments(child, quoted=True))
-                cursor = child.end_byte
-        if finish > cursor:
-            segs.append(literal(unescape_heredoc(self.src(cursor, finish)), quoted=True))
+        segs = self.quoted_segments(body, line_start, finish, unescape_heredoc)
         if strip_tabs:
             segs = [replace(s, text="\n".join(x.lstrip("\t") for x in s.text.split("\n")))
                     if s.text is not None and not s.split else s for s in segs]

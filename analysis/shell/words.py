@@ -132,21 +132,27 @@ class Words(State, abc.ABC):
             return [Seg(None, "~", False, causes=("~",), variables=("HOME",)), rest]
         return [Seg(home, "~", True, variables=("HOME",)), rest]
 
-    def string(self, node: tree_sitter.Node) -> list[Seg]:
+    def quoted_segments(self, node: tree_sitter.Node, cursor: int, end: int,
+                        unescape: Callable[[str], str]) -> list[Seg]:
+        """The bytes ``cursor..end`` of ``node`` as quoted text: the expansions among its children evaluated,
+        the text between them unescaped by the quoting's rules (``"..."``, an unquoted here-document)."""
         segs: list[Seg] = []
+        for child in node.named_children:
+            if child.type in EXPANSIONS:
+                if child.start_byte > cursor:
+                    segs.append(literal(unescape(self.src(cursor, child.start_byte)), quoted=True))
+                segs.extend(self.segments(child, quoted=True))
+                cursor = child.end_byte
+        if end > cursor:
+            segs.append(literal(unescape(self.src(cursor, end)), quoted=True))
+        return segs
+
+    def string(self, node: tree_sitter.Node) -> list[Seg]:
         start = node.start_byte + 1
         end = node.end_byte - 1
         if self.text.src[node.start_byte:node.start_byte + 1] == b"$":
             start += 1
-        cursor = start
-        for child in node.named_children:
-            if child.type in EXPANSIONS:
-                if child.start_byte > cursor:
-                    segs.append(literal(unescape_dq(self.src(cursor, child.start_byte)), quoted=True))
-                segs.extend(self.segments(child, quoted=True))
-                cursor = child.end_byte
-        if end > cursor:
-            segs.append(literal(unescape_dq(self.src(cursor, end)), quoted=True))
+        segs = self.quoted_segments(node, start, end, unescape_dq)
         if not segs:
             segs.append(literal("", quoted=True))
         return segs
