@@ -74,7 +74,7 @@ class StackConfig(BaseModel):
 
     @model_validator(mode="after")
     def _references(self, info: ValidationInfo) -> StackConfig:
-        found = references.Found()
+        found = references.CrossReferenceProblems()
         references.unique_names(self, found)
         root = Path((info.context or {}).get("root", "."))
         # Nothing outside the project is looked at, not even whether it exists.
@@ -98,7 +98,7 @@ class StackConfig(BaseModel):
     def _one_subscription(self) -> StackConfig:
         mismatch = self.subscription_mismatch(self.subscription_id)
         if mismatch:
-            found = references.Found()
+            found = references.CrossReferenceProblems()
             found.add(tuple(mismatch[0].split(".")), mismatch[1])
             found.raise_any()
         return self

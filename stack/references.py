@@ -22,7 +22,7 @@ from stack.sweeps import SweepJob
 if TYPE_CHECKING:
     from stack.config import StackConfig
 
-class Found:
+class CrossReferenceProblems:
     """The stack-level problems found by the cross-reference check, all of them (pydantic stops at the first
     error a validator raises: these are raised as one)."""
 
@@ -40,7 +40,7 @@ class Found:
             })
 
 
-def unique_names(config: StackConfig, found: Found) -> None:
+def unique_names(config: StackConfig, found: CrossReferenceProblems) -> None:
     """Names Azure would confuse (it compares them case-insensitively), waivers given twice, and a cluster
     named as the image-build cluster of a private workspace."""
     for section in ("clusters", "environments", "jobs"):
@@ -63,7 +63,9 @@ def unique_names(config: StackConfig, found: Found) -> None:
                 )
 
 
-def resolved(config: StackConfig, found: Found, root: Path) -> tuple[list[Environment], list[JobEntry]]:
+def resolved(
+    config: StackConfig, found: CrossReferenceProblems, root: Path
+) -> tuple[list[Environment], list[JobEntry]]:
     """The environments with their content versions and the jobs with their references read in (``file:``
     environments, a pipeline's steps and a sweep's trial as runs); what is wrong is added to ``found``.
     Call it only when :func:`paths_outside` found nothing: nothing outside the project is looked at."""
@@ -101,7 +103,7 @@ def _run_key(index: int) -> Callable[[str], KeyPath]:
 
 
 def _check_run(
-    run: Run, where: Callable[[str], KeyPath], label: str, found: Found, root: Path,
+    run: Run, where: Callable[[str], KeyPath], label: str, found: CrossReferenceProblems, root: Path,
     clusters: Mapping[str, Cluster], environments: Mapping[str, Environment],
 ) -> Run:
     """``run``'s references to the stack checked (problems added at ``where(<field>)``, named ``label``), and
@@ -129,7 +131,7 @@ def _check_run(
 
 
 def _check_composite(
-    entry: Composite, at: KeyPath, found: Found, root: Path, clusters: Mapping[str, Cluster],
+    entry: Composite, at: KeyPath, found: CrossReferenceProblems, root: Path, clusters: Mapping[str, Cluster],
     environments: Mapping[str, Environment],
 ) -> Composite:
     """A pipeline's steps (a sweep's trial) checked as runs, problems at their keys; the entry holding them."""
@@ -186,7 +188,7 @@ def _run_paths(run: Run) -> list[tuple[str, str]]:
     return paths
 
 
-def paths_outside(config: StackConfig, root: Path, found: Found) -> bool:
+def paths_outside(config: StackConfig, root: Path, found: CrossReferenceProblems) -> bool:
     """Every path the stack names leads, symbolic links followed, inside the project root: the stack file
     is untrusted input (fork pull requests are planned), and what these paths name is read and uploaded.
     Adds a problem for each path that does not; True when there was one."""
