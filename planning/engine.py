@@ -54,7 +54,10 @@ class PlannedResource:
 
 
 @dataclass
-class Plan:
+class ProgramRun:
+    """What the Pulumi program registered under the mock engine: its resources and stack outputs (the plan
+    service's :class:`planning.service.Plan` adds the runs, job files, verdict, cost and diff)."""
+
     resources: list[PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
 
@@ -96,7 +99,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
-        self.plan = Plan()
+        self.plan = ProgramRun()
 
     def RegisterResource(self, request: Any) -> Any:
         mock: Any = super()  # Pulumi's MockMonitor is untyped
@@ -193,7 +196,7 @@ def _provider_type_alias(alias: Any) -> bool:
     return unset and alias.type_.startswith("azure-native:")
 
 
-def run_program(stack: str, stackfile: StackFile, root: Path) -> Plan:
+def run_program(stack: str, stackfile: StackFile, root: Path) -> ProgramRun:
     """Run the project's Pulumi program for ``stack`` under the mock engine and return what it planned.
 
     Every run starts afresh, so that several stacks planned in one process share nothing: a new monitor and

@@ -46,7 +46,7 @@ from stack.resolved import RUN_TYPE, ResolvedRun
 from stack.waivers import Waiver
 
 if TYPE_CHECKING:
-    from planning.engine import Plan as EnginePlan
+    from planning.engine import ProgramRun
 
 OUTPUT_LAYOUT: OutputLayout = {
     "resources.json": None, "outputs.json": None, "policy.sarif": None, "policy.md": None, "jobs": ".yml",
@@ -80,7 +80,7 @@ class Plan:
 
     stack: LoadedStack
     out: Path
-    engine: EnginePlan
+    engine: ProgramRun
     """The registrations as the mock engine recorded them (the terminal report draws their tree)."""
     resources: list[dict[str, Any]]
     """``resources.json``: every registration in the provider's wire shape."""

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from planning.engine import Plan, run_program
+from planning.engine import ProgramRun, run_program
 from stack.stackfile import read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,11 +124,11 @@ def _temporary_folders_of_the_session(tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="session")
-def dev_plan() -> Plan:
+def dev_plan() -> ProgramRun:
     return run_program("dev", read(ROOT / "Pulumi.dev.yaml"), ROOT)
 
 
-_SHARED_PLANS: dict[tuple[Any, ...], Plan] = {}
+_SHARED_PLANS: dict[tuple[Any, ...], ProgramRun] = {}
 """Program runs of this session (of this worker, under xdist), by everything the program reads: see
 :func:`shared_plans`."""
 _NOT_READ = frozenset({"build", "__pycache__", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
@@ -157,7 +157,7 @@ def shared_plans() -> Iterator[None]:
 
     original = engine.run_program
 
-    def run_program_once(stack: str, stackfile: Any, root: Path) -> Plan:
+    def run_program_once(stack: str, stackfile: Any, root: Path) -> ProgramRun:
         key = (stack, json.dumps(stackfile.cli_config(), sort_keys=True), tuple(sorted(stackfile.secret_keys)),
                str(Path(root).resolve()), _project_state(Path(root)))
         if key not in _SHARED_PLANS:
@@ -172,10 +172,10 @@ def shared_plans() -> Iterator[None]:
 
 
 @pytest.fixture
-def plan_variant(tmp_path: Path) -> Callable[[Callable[[dict[str, Any]], None]], Plan]:
+def plan_variant(tmp_path: Path) -> Callable[[Callable[[dict[str, Any]], None]], ProgramRun]:
     """Plan the dev stack after ``mutate(config)`` changed its config mapping in place."""
 
-    def run(mutate: Callable[[dict[str, Any]], None]) -> Plan:
+    def run(mutate: Callable[[dict[str, Any]], None]) -> ProgramRun:
         config = dev_config()
         mutate(config)
         project = make_project(tmp_path / "project", config)
@@ -200,7 +200,7 @@ def azure(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], Any]:
     return lambda routes: Replay(routes).install(monkeypatch)
 
 
-def only(plan: Plan, token: str, name: str | None = None) -> dict[str, Any]:
+def only(plan: ProgramRun, token: str, name: str | None = None) -> dict[str, Any]:
     """The one resource of ``token`` (and logical ``name``), as resources.json shows it."""
     found = [r.to_json() for r in plan.by_type(token) if name is None or r.name == name]
     assert len(found) == 1, f"expected one {token} {name or ''}, found {[r['name'] for r in found]}"

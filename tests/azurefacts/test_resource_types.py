@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 from azurefacts import resource_types
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from policies.rules import network, workspace
 from tests.conftest import ROOT
 
@@ -21,7 +21,7 @@ def _tokens() -> dict[str, str]:
             if name.isupper() and isinstance(value, str) and value.startswith("azure-native:")}
 
 
-def test_the_dev_plan_creates_exactly_the_types_the_module_says_it_creates(dev_plan: Plan) -> None:
+def test_the_dev_plan_creates_exactly_the_types_the_module_says_it_creates(dev_plan: ProgramRun) -> None:
     planned = {r.to_json()["type"] for r in dev_plan.resources}
     created = {t for t in planned if t.startswith("azure-native:")}
     assert created == resource_types.CREATED

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from kernel.errors import ConfigError
-from planning.engine import Plan, run_program
+from planning.engine import ProgramRun, run_program
 from stack.stackfile import read
 from tests.conftest import NS, ROOT, dev_config, only
 
-Variant = Callable[[Callable[[dict[str, Any]], None]], Plan]
+Variant = Callable[[Callable[[dict[str, Any]], None]], ProgramRun]
 
 STORAGE = "azure-native:storage:StorageAccount"
 REGISTRY = "azure-native:containerregistry:Registry"
@@ -29,7 +29,7 @@ def _at(value: Any, path: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def prod_plan() -> Plan:
+def prod_plan() -> ProgramRun:
     return run_program("prod", read(ROOT / "Pulumi.prod.yaml"), ROOT)
 
 
@@ -68,7 +68,7 @@ MET = [(stack, *d) for stack in ("dev", "prod") for d in DEFAULTS if (stack, d[0
 @pytest.mark.parametrize(("stack", "guid", "token", "path", "expected"), MET,
                          ids=[f"{m[1][:8]}-{m[3]}-{m[0]}" for m in MET])
 def test_deny_capable_builtins_are_met_by_default(
-    stack: str, dev_plan: Plan, prod_plan: Plan, guid: str, token: str, path: str, expected: object
+    stack: str, dev_plan: ProgramRun, prod_plan: ProgramRun, guid: str, token: str, path: str, expected: object
 ) -> None:
     plan = dev_plan if stack == "dev" else prod_plan
     assert _at(only(plan, token)["inputs"], path) == expected, guid
@@ -85,7 +85,7 @@ TAGGABLE = (
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_required_tag_is_on_every_taggable_resource(stack: str, dev_plan: Plan, prod_plan: Plan) -> None:
+def test_required_tag_is_on_every_taggable_resource(stack: str, dev_plan: ProgramRun, prod_plan: ProgramRun) -> None:
     """Azure Policy 871b6d14 'Require a tag on resources' with tagName cost-center."""
     plan = dev_plan if stack == "dev" else prod_plan
     taggable = [r for r in plan.resources if r.type in TAGGABLE]
@@ -235,7 +235,7 @@ def _refused_by_db4f9b05(resource: dict[str, Any]) -> bool:
     return rules.get("defaultAction") != "Deny" or len(rules.get("ipRules") or []) >= 1
 
 
-def test_the_unmet_builtins_are_unmet_where_the_table_says(dev_plan: Plan, prod_plan: Plan) -> None:
+def test_the_unmet_builtins_are_unmet_where_the_table_says(dev_plan: ProgramRun, prod_plan: ProgramRun) -> None:
     dev_ips = [r.to_json() for r in dev_plan.by_type("azure-native:network:PublicIPAddress")]
     assert len(dev_ips) == 1 and _refused_by_fe8a9af4(dev_ips[0])  # the NAT gateway's address
     assert not prod_plan.by_type("azure-native:network:PublicIPAddress")  # an existing subnet: no address

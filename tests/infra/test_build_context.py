@@ -28,7 +28,7 @@ from infra.build_context import (
     context_files,
     upload_context,
 )
-from planning.engine import Plan, run_program
+from planning.engine import ProgramRun, run_program
 from stack.stackfile import read
 from tests.conftest import ROOT, only, waits
 
@@ -249,13 +249,13 @@ def test_provider_deserializes_in_a_fresh_process_from_the_project_root() -> Non
 
 
 @pytest.fixture(scope="module")
-def prod_plan() -> Plan:
+def prod_plan() -> ProgramRun:
     return run_program("prod", read(ROOT / "Pulumi.prod.yaml"), ROOT)
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_no_key_based_blob_and_every_context_uploads_after_the_deployer_role(
-    stack: str, dev_plan: Plan, prod_plan: Plan
+    stack: str, dev_plan: ProgramRun, prod_plan: ProgramRun
 ) -> None:
     plan = dev_plan if stack == "dev" else prod_plan
     assert not plan.by_type("azure-native:storage:Blob")

@@ -15,7 +15,7 @@ import pytest
 
 from amlgpu.cli import main
 from azurefacts.ids import CONTRIBUTOR, KEY_VAULT_ADMINISTRATOR, STORAGE_BLOB_DATA_CONTRIBUTOR
-from planning.engine import Plan, run_program
+from planning.engine import ProgramRun, run_program
 from stack.stackfile import read
 from tests.conftest import NS, ROOT, dev_config, make_project, waits
 
@@ -26,11 +26,11 @@ PROD_UAI = ("/subscriptions/22222222-2222-2222-2222-222222222222/resourceGroups/
 
 
 @pytest.fixture(scope="module")
-def prod_plan() -> Plan:
+def prod_plan() -> ProgramRun:
     return run_program("prod", read(ROOT / "Pulumi.prod.yaml"), ROOT)
 
 
-def _uai_principal(plan: Plan) -> str:
+def _uai_principal(plan: ProgramRun) -> str:
     """The principal id Azure reports for the identity on the workspace (identity.userAssignedIdentities)."""
     from planning.mocks import computed_outputs
 
@@ -52,7 +52,7 @@ def _uai_principal(plan: Plan) -> str:
     ],
 )
 def test_prod_user_assigned_identity_gets_its_documented_roles(
-    prod_plan: Plan, scope_type: str, role: str, before_workspace: bool
+    prod_plan: ProgramRun, scope_type: str, role: str, before_workspace: bool
 ) -> None:
     principal = _uai_principal(prod_plan)
     found = [
@@ -68,12 +68,12 @@ def test_prod_user_assigned_identity_gets_its_documented_roles(
         assert ("azure-native:machinelearningservices:Workspace", "mlw-gpu-prod-workspace") in waits(found[0])
 
 
-def test_a_system_assigned_workspace_needs_no_grants(dev_plan: Plan) -> None:
+def test_a_system_assigned_workspace_needs_no_grants(dev_plan: ProgramRun) -> None:
     assert not [r for r in dev_plan.by_type(ASSIGNMENT) if "-identity-" in r.name]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_no_role_assignment_azure_makes_itself(stack: str, dev_plan: Plan, prod_plan: Plan) -> None:
+def test_no_role_assignment_azure_makes_itself(stack: str, dev_plan: ProgramRun, prod_plan: ProgramRun) -> None:
     """Azure ML grants a cluster identity AcrPull on the workspace registry; a duplicate would be refused (409)."""
     plan = dev_plan if stack == "dev" else prod_plan
     assignments = plan.by_type(ASSIGNMENT)

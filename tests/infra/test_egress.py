@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from policies.engine import evaluate
 from stack.config import from_stackfile
 from stack.infrastructure import Network
@@ -19,13 +19,13 @@ from tests.conftest import NS, make_project, only
 from tests.first_deploy import PROFILES, FirstDeploy, Subscription, deployer_of
 from tests.infra.test_first_deploy import REGISTERED
 
-Variant = Callable[[Callable[[dict[str, Any]], None]], Plan]
+Variant = Callable[[Callable[[dict[str, Any]], None]], ProgramRun]
 NSG = "azure-native:network:NetworkSecurityGroup"
 SUBNET = "azure-native:network:Subnet"
 POLICY = "azure-native:network:ServiceEndpointPolicy"
 
 
-def rules(plan: Plan) -> list[dict[str, Any]]:
+def rules(plan: ProgramRun) -> list[dict[str, Any]]:
     return [r for r in only(plan, NSG)["inputs"]["securityRules"] if r["direction"] == "Outbound"]
 
 
@@ -33,7 +33,7 @@ def hbi(config: dict[str, Any]) -> None:
     config[f"{NS}:workspace"]["high_business_impact"] = True
 
 
-def test_service_tags_are_regional_where_learn_allows_and_batch_is_any_protocol(dev_plan: Plan) -> None:
+def test_service_tags_are_regional_where_learn_allows_and_batch_is_any_protocol(dev_plan: ProgramRun) -> None:
     by_name = {r["name"]: r for r in rules(dev_plan)}
     assert by_name["allow-storage-tcp-out"]["destinationAddressPrefix"] == "Storage.WestEurope"
     assert by_name["allow-storage-tcp-out"]["destinationPortRanges"] == ["443"]
@@ -86,7 +86,7 @@ def test_the_storage_endpoint_policy_admits_the_workspace_account_and_azure_ml(p
     assert subnet["serviceEndpointPolicies"][0]["id"].endswith("/serviceEndpointPolicies/sep-mlw-gpu-dev-storage")
 
 
-def _gate(plan: Plan, project_config: dict[str, Any], tmp_path: Any) -> set[str]:
+def _gate(plan: ProgramRun, project_config: dict[str, Any], tmp_path: Any) -> set[str]:
     project = make_project(tmp_path / "gate", project_config)
     config = from_stackfile(read(project / "Pulumi.test.yaml"), project)
     return {f.rule.id for f in evaluate([r.to_json() for r in plan.resources], [], config).findings}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from planning.engine import Plan, run_program
+from planning.engine import ProgramRun, run_program
 from planning.mocks import arm_id
 from stack.stackfile import read
 from tests.conftest import ROOT
@@ -25,7 +25,7 @@ WORKSPACE = "azure-native:machinelearningservices:Workspace"
 
 
 @pytest.fixture(scope="module")
-def prod_plan() -> Plan:
+def prod_plan() -> ProgramRun:
     return run_program("prod", read(ROOT / "Pulumi.prod.yaml"), ROOT)
 
 
@@ -44,7 +44,7 @@ def test_the_provider_targets_the_api_version_of_the_example() -> None:
     assert versions == {EXAMPLE["api-version"]}
 
 
-def test_the_customer_managed_key_names_the_identity_that_fetches_it(prod_plan: Plan) -> None:
+def test_the_customer_managed_key_names_the_identity_that_fetches_it(prod_plan: ProgramRun) -> None:
     (workspace,) = prod_plan.by_type(WORKSPACE)
     encryption = workspace.inputs["encryption"]
     # Every key the stack sends is one the spec example uses, at the same place.
@@ -54,7 +54,7 @@ def test_the_customer_managed_key_names_the_identity_that_fetches_it(prod_plan: 
     assert chosen in workspace.inputs["identity"]["userAssignedIdentities"]
 
 
-def test_no_key_no_identity(dev_plan: Plan) -> None:
+def test_no_key_no_identity(dev_plan: ProgramRun) -> None:
     (workspace,) = dev_plan.by_type(WORKSPACE)
     assert "encryption" not in workspace.inputs
 
@@ -110,7 +110,7 @@ def holds(condition: dict[str, Any], resource: dict[str, Any], arm_type: str, pa
     raise AssertionError(f"condition not understood: {condition}")
 
 
-def flagged(plan: Plan, guid: str, parameters: dict[str, Any] | None = None) -> list[str]:
+def flagged(plan: ProgramRun, guid: str, parameters: dict[str, Any] | None = None) -> list[str]:
     """The planned resources the built-in ``guid`` would deny (or audit) with these parameters."""
     definition = DEFINITIONS[guid]
     params = {**definition.get("parameters", {}), **(parameters or {})}
@@ -137,14 +137,15 @@ def flagged(plan: Plan, guid: str, parameters: dict[str, Any] | None = None) -> 
      ["Microsoft.Storage/storageAccounts mlw-gpu-dev-storage"], []),
 ], ids=lambda v: v[:8] if isinstance(v, str) else None)
 def test_the_built_in_definitions_judge_the_plan_as_docs_azure_policy_says(
-    dev_plan: Plan, prod_plan: Plan, guid: str, parameters: dict[str, Any] | None, dev: list[str], prod: list[str]
+    dev_plan: ProgramRun, prod_plan: ProgramRun, guid: str, parameters: dict[str, Any] | None, dev: list[str],
+    prod: list[str],
 ) -> None:
     assert flagged(dev_plan, guid, parameters) == dev
     assert flagged(prod_plan, guid, parameters) == prod
     assert guid in (ROOT / "docs" / "azure-policy.md").read_text()
 
 
-def test_the_evaluator_can_flag(dev_plan: Plan) -> None:
+def test_the_evaluator_can_flag(dev_plan: ProgramRun) -> None:
     """Without the stack's settings, the same definitions flag the resources: the evaluator is not vacuous."""
     plan = copy.deepcopy(dev_plan)
     for r in plan.resources:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from tests.conftest import NS, only
 
 UPLOAD = "pulumi-python:dynamic/amlgpu:BuildContextUpload"
@@ -46,11 +46,11 @@ def _at(value: dict, path: str):
         (REGISTRY, "publicNetworkAccess", "Disabled"),
     ],
 )
-def test_workspace_dependencies_are_locked_down(dev_plan: Plan, token: str, path: str, expected: object) -> None:
+def test_workspace_dependencies_are_locked_down(dev_plan: ProgramRun, token: str, path: str, expected: object) -> None:
     assert _at(only(dev_plan, token)["inputs"], path) == expected
 
 
-def test_every_cluster_is_private_keyless_and_scales_to_zero(dev_plan: Plan) -> None:
+def test_every_cluster_is_private_keyless_and_scales_to_zero(dev_plan: ProgramRun) -> None:
     subnet = only(dev_plan, "azure-native:network:Subnet")
     computes = [r.to_json() for r in dev_plan.by_type(COMPUTE)]
     assert {c["inputs"]["computeName"] for c in computes} == {"gpu-a100", "image-builder"}
@@ -67,14 +67,14 @@ def test_every_cluster_is_private_keyless_and_scales_to_zero(dev_plan: Plan) -> 
         assert subnet["inputs"]["subnetName"] == "training"
 
 
-def test_dev_cluster_is_the_declared_infiniband_size(dev_plan: Plan) -> None:
+def test_dev_cluster_is_the_declared_infiniband_size(dev_plan: ProgramRun) -> None:
     inner = only(dev_plan, COMPUTE, "gpu-a100")["inputs"]["properties"]["properties"]
     assert inner["vmSize"] == "Standard_ND96asr_v4"
     assert inner["vmPriority"] == "Dedicated"
     assert inner["scaleSettings"]["maxNodeCount"] == 2
 
 
-def test_private_endpoints_cover_every_workspace_dependency(dev_plan: Plan) -> None:
+def test_private_endpoints_cover_every_workspace_dependency(dev_plan: ProgramRun) -> None:
     groups = sorted(
         r.inputs["privateLinkServiceConnections"][0]["groupIds"][0]
         for r in dev_plan.by_type("azure-native:network:PrivateEndpoint")
@@ -86,7 +86,7 @@ def test_private_endpoints_cover_every_workspace_dependency(dev_plan: Plan) -> N
     assert len(links) == len(zones) and all(not link.inputs["registrationEnabled"] for link in links)
 
 
-def test_nsg_denies_inbound_internet(dev_plan: Plan) -> None:
+def test_nsg_denies_inbound_internet(dev_plan: ProgramRun) -> None:
     rules = only(dev_plan, "azure-native:network:NetworkSecurityGroup")["inputs"]["securityRules"]
     deny = [r for r in rules if r["direction"] == "Inbound" and r["access"] == "Deny"]
     assert deny and deny[0]["sourceAddressPrefix"] == "Internet"
@@ -97,14 +97,14 @@ def test_nsg_denies_inbound_internet(dev_plan: Plan) -> None:
     [("mlw-gpu-dev-diagnostics", "/workspaces/mlw-gpu-dev"), ("mlw-gpu-dev-kv-diagnostics", "/vaults/kv-mlw-gpu-dev-"),
      ("mlw-gpu-dev-blob-diagnostics", "/blobServices/default")],
 )
-def test_workspace_vault_and_blob_logs_go_to_log_analytics(dev_plan: Plan, name: str, resource: str) -> None:
+def test_workspace_vault_and_blob_logs_go_to_log_analytics(dev_plan: ProgramRun, name: str, resource: str) -> None:
     setting = only(dev_plan, "azure-native:monitor:DiagnosticSetting", name)["inputs"]
     assert resource in setting["resourceUri"]
     assert "/Microsoft.OperationalInsights/workspaces/" in setting["workspaceId"]
     assert setting["logs"][0]["categoryGroup"] == "allLogs"
 
 
-def test_cluster_identities_get_exactly_the_storage_data_role(dev_plan: Plan) -> None:
+def test_cluster_identities_get_exactly_the_storage_data_role(dev_plan: ProgramRun) -> None:
     assignments = [
         r for r in dev_plan.by_type("azure-native:authorization:RoleAssignment") if r.parent == "gpu-a100-access"
     ]
@@ -116,7 +116,7 @@ def test_cluster_identities_get_exactly_the_storage_data_role(dev_plan: Plan) ->
     assert len({a.inputs["roleAssignmentName"] for a in assignments}) == 1
 
 
-def test_build_context_is_uploaded_to_workspace_storage(dev_plan: Plan) -> None:
+def test_build_context_is_uploaded_to_workspace_storage(dev_plan: ProgramRun) -> None:
     uploads = {u.inputs["source"]: u.inputs for u in dev_plan.by_type(UPLOAD)}
     assert sorted(uploads) == ["environments/horovod", "environments/pytorch", "environments/tensorflow"]
     upload = uploads["environments/tensorflow"]

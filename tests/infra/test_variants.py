@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from tests.conftest import NS, only
 
 COMPUTE = "azure-native:machinelearningservices:Compute"
@@ -18,11 +18,11 @@ PROTECTED = (
     ("azure-native:keyvault:Vault", "mlw-gpu-dev-kv"),
 )
 
-Variant = Callable[[Callable[[dict[str, Any]], None]], Plan]
+Variant = Callable[[Callable[[dict[str, Any]], None]], ProgramRun]
 
 
 @pytest.mark.parametrize(("token", "name"), PROTECTED)
-def test_data_holding_resources_are_protected_by_default(dev_plan: Plan, token: str, name: str) -> None:
+def test_data_holding_resources_are_protected_by_default(dev_plan: ProgramRun, token: str, name: str) -> None:
     assert only(dev_plan, token, name)["options"]["protect"] is True
 
 
@@ -32,7 +32,7 @@ def test_protection_can_be_turned_off_explicitly(plan_variant: Variant) -> None:
         assert "protect" not in only(plan, token, name).get("options", {})
 
 
-def test_immutable_cluster_properties_replace_the_cluster_delete_first(dev_plan: Plan) -> None:
+def test_immutable_cluster_properties_replace_the_cluster_delete_first(dev_plan: ProgramRun) -> None:
     options = only(dev_plan, COMPUTE, "gpu-a100")["options"]
     assert options["replaceOnChanges"] == [
         "properties.properties.enableNodePublicIp",
@@ -43,7 +43,7 @@ def test_immutable_cluster_properties_replace_the_cluster_delete_first(dev_plan:
     assert options["deleteBeforeReplace"] is True
 
 
-def test_environment_versions_outlive_the_stack(dev_plan: Plan) -> None:
+def test_environment_versions_outlive_the_stack(dev_plan: ProgramRun) -> None:
     for version in dev_plan.by_type("azure-native:machinelearningservices:EnvironmentVersion"):
         assert version.options["retainOnDelete"] is True
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from planning.engine import Plan, run_program
+from planning.engine import ProgramRun, run_program
 from planning.review import diff
 from stack.stackfile import read
 from tests.conftest import ROOT, only, waits
@@ -20,11 +20,11 @@ LOCK = "azure-native:authorization:ManagementLockByScope"
 
 
 @pytest.fixture(scope="module")
-def prod_plan() -> Plan:
+def prod_plan() -> ProgramRun:
     return run_program("prod", read(ROOT / "Pulumi.prod.yaml"), ROOT)
 
 
-def test_serverless_compute_runs_in_the_new_subnet_without_public_ips(dev_plan: Plan) -> None:
+def test_serverless_compute_runs_in_the_new_subnet_without_public_ips(dev_plan: ProgramRun) -> None:
     workspace = only(dev_plan, WORKSPACE)
     subnet = only(dev_plan, SUBNET)
     settings = workspace["inputs"]["serverlessComputeSettings"]
@@ -34,13 +34,13 @@ def test_serverless_compute_runs_in_the_new_subnet_without_public_ips(dev_plan: 
     assert (SUBNET, subnet["name"]) in waits(workspace)  # the subnet exists when the workspace names it
 
 
-def test_serverless_compute_runs_in_an_existing_subnet(prod_plan: Plan) -> None:
+def test_serverless_compute_runs_in_an_existing_subnet(prod_plan: ProgramRun) -> None:
     settings = only(prod_plan, WORKSPACE)["inputs"]["serverlessComputeSettings"]
     assert settings == {"serverlessComputeCustomSubnet": read(ROOT / "Pulumi.prod.yaml").config[
         "aml-gpu-training:network"]["subnet_id"], "serverlessComputeNoPublicIP": True}
 
 
-def test_prod_locks_its_data_holders_and_not_its_resource_group(prod_plan: Plan) -> None:
+def test_prod_locks_its_data_holders_and_not_its_resource_group(prod_plan: ProgramRun) -> None:
     locks = [r.to_json() for r in prod_plan.by_type(LOCK)]
     scopes = sorted(str(lock["inputs"]["scope"]).split("/providers/")[-1] for lock in locks)
     assert scopes == [
@@ -54,7 +54,7 @@ def test_prod_locks_its_data_holders_and_not_its_resource_group(prod_plan: Plan)
     assert all("/providers/" in str(lock["inputs"]["scope"]) for lock in locks)  # never the bare resource group
 
 
-def test_dev_is_not_locked(dev_plan: Plan) -> None:
+def test_dev_is_not_locked(dev_plan: ProgramRun) -> None:
     assert not dev_plan.by_type(LOCK)
 
 
@@ -74,7 +74,7 @@ def _changed(resources: list[dict[str, Any]], change: Any) -> list[dict[str, Any
     ("key rotated in the same vault", lambda i: i["encryption"]["keyVaultProperties"].update(
         keyIdentifier="https://kv-ml-keys-prod.vault.azure.net/keys/aml-workspace/0123"), "update"),
 ])
-def test_changes_azure_cannot_make_in_place_are_blocked_replacements(prod_plan: Plan, what: str, change: Any,
+def test_changes_azure_cannot_make_in_place_are_blocked_replacements(prod_plan: ProgramRun, what: str, change: Any,
                                                                      action: str) -> None:
     base = [r.to_json() for r in prod_plan.resources]
     result = diff(base, _changed(base, change), base_label="base")
@@ -89,6 +89,6 @@ def test_changes_azure_cannot_make_in_place_are_blocked_replacements(prod_plan: 
         assert "BLOCKED" not in result["verdict"]
 
 
-def test_the_workspace_declares_what_replaces_it(dev_plan: Plan) -> None:
+def test_the_workspace_declares_what_replaces_it(dev_plan: ProgramRun) -> None:
     assert only(dev_plan, WORKSPACE)["options"]["replaceOnChanges"] == [
         "encryption.keyVaultProperties.keyVaultArmId", "encryption.status", "hbiWorkspace"]

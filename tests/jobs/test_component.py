@@ -16,7 +16,7 @@ from pulumi.runtime import mocks, settings
 
 from amlgpu.cli import main
 from jobs.resolve import resolve_all
-from planning.engine import Plan, RecordingMonitor
+from planning.engine import ProgramRun, RecordingMonitor
 from planning.mocks import AzureMocks
 from stack import stackfile
 from stack.config import from_stackfile
@@ -26,7 +26,7 @@ from tests.conftest import ROOT
 pytestmark = [pytest.mark.filterwarnings("ignore:::marshmallow"), pytest.mark.filterwarnings("ignore:::azure")]
 
 
-def run_under_mocks(program: Callable[[], None]) -> Plan:
+def run_under_mocks(program: Callable[[], None]) -> ProgramRun:
     """Run ``program`` as a Pulumi program on the mock engine; only Azure is mocked."""
     monitor = RecordingMonitor(AzureMocks())
     loop = asyncio.new_event_loop()
@@ -42,7 +42,7 @@ def run_under_mocks(program: Callable[[], None]) -> Plan:
     return monitor.plan
 
 
-def test_dev_plan_carries_each_resolved_run_as_component_props(dev_plan: Plan) -> None:
+def test_dev_plan_carries_each_resolved_run_as_component_props(dev_plan: ProgramRun) -> None:
     config = from_stackfile(stackfile.read(ROOT / "Pulumi.dev.yaml"), ROOT)
     expected = {run.name: run for run in resolve_all(config, ROOT)}
     components = dev_plan.by_type(RUN_TYPE)
@@ -52,7 +52,7 @@ def test_dev_plan_carries_each_resolved_run_as_component_props(dev_plan: Plan) -
         assert component.parent is None
 
 
-def test_dev_plan_exports_every_spec_under_jobs(dev_plan: Plan) -> None:
+def test_dev_plan_exports_every_spec_under_jobs(dev_plan: ProgramRun) -> None:
     config = from_stackfile(stackfile.read(ROOT / "Pulumi.dev.yaml"), ROOT)
     assert dev_plan.outputs["jobs"] == {run.name: run.spec for run in resolve_all(config, ROOT)}
 

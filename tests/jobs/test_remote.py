@@ -16,7 +16,7 @@ import pytest
 from amlgpu.cli import build_parser
 from amlgpu.commands import job as command
 from kernel.errors import UserError
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from tests import aml_workspace as aml
 from tests.conftest import dev_config, make_project
 from tests.replay_http import TENANT, Answer, RecordedToken, Replay
@@ -28,7 +28,7 @@ CANCEL_LOCATION = json.loads((aml.EXAMPLES / "Job" / "cancel.json").read_text())
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dev_plan: Plan) -> Path:
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dev_plan: ProgramRun) -> Path:
     """The dev stack planned (its outputs.json), as the working folder."""
     folder = make_project(tmp_path / "project", dev_config(), stack="dev")
     (folder / "build" / "dev").mkdir(parents=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from planning.review import REPLACEMENTS, diff, diff_markdown, force_new
 from tests.conftest import NS, ROOT
 
@@ -24,7 +24,7 @@ SUBNET_ID = (
 )
 
 
-def _resources(plan: Plan) -> list[dict[str, Any]]:
+def _resources(plan: ProgramRun) -> list[dict[str, Any]]:
     return json.loads(json.dumps([r.to_json() for r in plan.resources]))
 
 
@@ -73,7 +73,7 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def dev_resources(dev_plan: Plan) -> list[dict[str, Any]]:
+def dev_resources(dev_plan: ProgramRun) -> list[dict[str, Any]]:
     return _resources(dev_plan)
 
 
@@ -86,7 +86,7 @@ def test_a_plan_against_itself_reports_no_change(dev_resources: list[dict[str, A
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_stack_changes_are_judged_as_pulumi_would(
-    case: Case, dev_resources: list[dict[str, Any]], plan_variant: Callable[..., Plan]
+    case: Case, dev_resources: list[dict[str, Any]], plan_variant: Callable[..., ProgramRun]
 ) -> None:
     head = _resources(plan_variant(case.mutate))
     # The variant is planned as stack "test": compare like with like by renaming the base's stack tag.
@@ -109,7 +109,7 @@ def test_stack_changes_are_judged_as_pulumi_would(
 
 
 def test_a_run_change_carries_the_resolved_values(
-    dev_resources: list[dict[str, Any]], plan_variant: Callable[..., Plan]
+    dev_resources: list[dict[str, Any]], plan_variant: Callable[..., ProgramRun]
 ) -> None:
     def more_nodes(config: dict[str, Any]) -> None:
         _cluster(config)["max_instances"] = 4

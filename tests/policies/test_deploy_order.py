@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from policies.catalogue import BY_ID
 from policies.graph import DependencyGraph
 from policies.rules.deploy_order import matches, precondition, preconditions
@@ -21,7 +21,7 @@ VERSION = "azure-native:machinelearningservices:EnvironmentVersion"
 ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 
-def test_the_plan_records_explicit_implicit_and_component_dependencies(dev_plan: Plan) -> None:
+def test_the_plan_records_explicit_implicit_and_component_dependencies(dev_plan: ProgramRun) -> None:
     by_name = {(r.type, r.name): r for r in dev_plan.resources}
     # Implicit: the endpoint's privateLinkServiceId is the workspace's id Output.
     assert (WORKSPACE, "mlw-gpu-dev-workspace") in waits(by_name[(ENDPOINT, "mlw-gpu-dev-workspace-pe")])
@@ -33,7 +33,7 @@ def test_the_plan_records_explicit_implicit_and_component_dependencies(dev_plan:
         (COMPUTE, "image-builder"), (ASSIGNMENT, "image-builder-access-storage-blob-data-contributor")}
 
 
-def test_a_resource_waits_for_what_its_component_ancestors_wait_for(dev_plan: Plan) -> None:
+def test_a_resource_waits_for_what_its_component_ancestors_wait_for(dev_plan: ProgramRun) -> None:
     graph = DependencyGraph(r.to_json() for r in dev_plan.resources)
     version = (VERSION, "horovod-1")
     # The version's own inputs do not name the image-build cluster; its component (the environment) waits for it,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from infra.gpu_cluster import IMMUTABLE_PROPERTIES
-from planning.engine import Plan
+from planning.engine import ProgramRun
 from tests.conftest import NS, only
 
 COMPUTE = "azure-native:machinelearningservices:Compute"
@@ -28,7 +28,7 @@ DATA_HOLDERS = {
 }
 SUBNET_ID = "/subscriptions/1/resourceGroups/rg-net/providers/Microsoft.Network/virtualNetworks/hub/subnets/training"
 
-Variant = Callable[[Callable[[dict[str, Any]], None]], Plan]
+Variant = Callable[[Callable[[dict[str, Any]], None]], ProgramRun]
 
 
 def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
@@ -66,7 +66,7 @@ CHANGES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
 
 @pytest.mark.parametrize(("key", "change", "replaced"), CHANGES, ids=[c[0] for c in CHANGES])
 def test_a_cluster_is_replaced_exactly_when_an_immutable_property_changes(
-    dev_plan: Plan, plan_variant: Variant, key: str, change: Callable[[dict[str, Any]], None], replaced: bool
+    dev_plan: ProgramRun, plan_variant: Variant, key: str, change: Callable[[dict[str, Any]], None], replaced: bool
 ) -> None:
     before = only(dev_plan, COMPUTE, "gpu-a100")
     after = only(plan_variant(change), COMPUTE, "gpu-a100")
@@ -79,7 +79,7 @@ def test_a_cluster_is_replaced_exactly_when_an_immutable_property_changes(
     assert after["options"]["deleteBeforeReplace"] is True
 
 
-def test_every_compute_of_the_stack_is_replaced_delete_first(dev_plan: Plan) -> None:
+def test_every_compute_of_the_stack_is_replaced_delete_first(dev_plan: ProgramRun) -> None:
     computes = [r.to_json() for r in dev_plan.by_type(COMPUTE)]
     assert {c["inputs"]["computeName"] for c in computes} == {"gpu-a100", "image-builder"}
     for compute in computes:
@@ -87,27 +87,27 @@ def test_every_compute_of_the_stack_is_replaced_delete_first(dev_plan: Plan) -> 
         assert compute["options"]["deleteBeforeReplace"] is True
 
 
-def test_the_immutable_paths_exist_on_the_wire(dev_plan: Plan) -> None:
+def test_the_immutable_paths_exist_on_the_wire(dev_plan: ProgramRun) -> None:
     """Each replaceOnChanges path names an input the program sends; a misspelt path would never trigger."""
     sent = {path for path, _ in _leaves(only(dev_plan, COMPUTE, "gpu-a100")["inputs"])}
     for path in IMMUTABLE_PROPERTIES:
         assert any(p == path or p.startswith(path + ".") for p in sent), path
 
 
-def test_only_data_holders_are_protected_so_clusters_stay_replaceable(dev_plan: Plan) -> None:
+def test_only_data_holders_are_protected_so_clusters_stay_replaceable(dev_plan: ProgramRun) -> None:
     """A protected Compute could never be replaced: `pulumi up` would stop at every size change."""
     protected = {r.type for r in dev_plan.resources if r.options.get("protect")}
     assert protected == DATA_HOLDERS
 
 
-def test_the_workspace_is_replaced_delete_first(dev_plan: Plan) -> None:
+def test_the_workspace_is_replaced_delete_first(dev_plan: ProgramRun) -> None:
     # Its name is its identity for every job and datastore; while protected, Pulumi refuses the replacement.
     options = only(dev_plan, WORKSPACE)["options"]
     assert options["deleteBeforeReplace"] is True
     assert options["protect"] is True
 
 
-def test_environment_containers_outlive_the_stack_like_their_versions(dev_plan: Plan) -> None:
+def test_environment_containers_outlive_the_stack_like_their_versions(dev_plan: ProgramRun) -> None:
     containers = dev_plan.by_type("azure-native:machinelearningservices:EnvironmentContainer")
     assert {c.inputs["name"] for c in containers} == {"acpt-pytorch", "tf-gpu", "horovod"}
     for container in containers:
@@ -115,7 +115,7 @@ def test_environment_containers_outlive_the_stack_like_their_versions(dev_plan: 
 
 
 def test_global_names_depend_only_on_the_resource_group_and_workspace_name(
-    dev_plan: Plan, plan_variant: Variant
+    dev_plan: ProgramRun, plan_variant: Variant
 ) -> None:
     """Storage, key vault and registry names are derived, not random: the same config in another folder asks
     for the same names, another workspace name for new ones (a key vault name stays taken for 90 days after
