@@ -11,7 +11,8 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from azurefacts.enums import AnyCase
 from kernel import bounded
 from stack.files import read_reference, validated
-from stack.runs import FILE_PREFIX, Distribution, InlineEnvironment, Model, Resources
+from stack.infrastructure import Model
+from stack.runs import FILE_PREFIX, Distribution, InlineEnvironment, Resources
 
 ComponentIOType = Annotated[
     Literal["string", "integer", "number", "boolean", "uri_file", "uri_folder", "mltable", "custom_model",

@@ -33,6 +33,7 @@ from kernel import regex as linear
 from stack import registered
 from stack.components import CommandComponent, component_file, rebase, rebased_environment
 from stack.diagnostics import first_problem
+from stack.infrastructure import Model
 from stack.keys import KeyPath
 from stack.runs import (
     FILE_PREFIX,
@@ -44,7 +45,6 @@ from stack.runs import (
     Input,
     JobIdentity,
     Limits,
-    Model,
     QueueSettings,
     Resources,
     Run,

@@ -20,9 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StrictBool,
     StrictFloat,
@@ -35,12 +33,7 @@ from pydantic import (
 from azurefacts import naming
 from azurefacts.enums import AnyCase, CamelOrSnakeCase, lower
 from kernel import regex as linear
-from stack.infrastructure import BuildContext, Capability, is_reference
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
+from stack.infrastructure import BuildContext, Capability, Model, is_reference
 
 PositiveCount = Annotated[StrictInt, Field(ge=1)]
 

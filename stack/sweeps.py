@@ -28,6 +28,7 @@ from azurefacts import naming
 from azurefacts.enums import AnyCase
 from kernel import regex as linear
 from stack.diagnostics import first_problem
+from stack.infrastructure import Model
 from stack.keys import KeyPath
 from stack.runs import (
     Compute,
@@ -37,7 +38,6 @@ from stack.runs import (
     Input,
     JobIdentity,
     Limits,
-    Model,
     PositiveCount,
     QueueSettings,
     Resources,
