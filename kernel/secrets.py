@@ -9,6 +9,8 @@ Verdicts are kept per distinct text. Design notes: docs/development.md, "kernel/
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import json
 import math
@@ -605,9 +607,6 @@ def password_literal(name: str, value: str) -> bool:
 
 
 def _decoded(run: str) -> str | None:
-    import base64
-    import binascii
-
     padded = run + "=" * (-len(run) % 4)
     try:
         raw = (base64.urlsafe_b64decode if ("-" in run or "_" in run) else base64.b64decode)(padded)
