@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -24,7 +24,8 @@ from kernel import regex as linear
 WATCHED = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_NET", "OMPI_MCA_pml", "OMPI_MCA_btl", "UCX_TLS",
            "UCX_NET_DEVICES")
 """The variables that can take a run off InfiniBand."""
-STEERING = ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files", "HOME")
+STEERING = ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files", "HOME", "BASH_ENV",
+            "DS_ENV_FILE")
 """Variables that choose which configuration files the libraries read."""
 NCCL_SYSTEM_FILE = "/etc/nccl.conf"
 MCA_FILES = ("openmpi-mca-params.conf", "openmpi-mca-params-override.conf")
@@ -220,10 +221,16 @@ def docker_env(args: str | None) -> tuple[list[Setting], list[str]]:
     return settings, unclear
 
 
+Reader = Callable[[str], str | None]
+"""A file of the run's code folder by its path relative to the folder, or None when it cannot be read."""
+
+
 def assess(command: str | None, *, variables: Mapping[str, str], docker_args: str | None = None,
-           image: Baked = Baked(), adapters: int = 8) -> list[Finding]:
+           image: Baked = Baked(), adapters: int = 8, read_file: Reader | None = None) -> list[Finding]:
     """What each process the run starts sees, judged: one :class:`Finding` per setting that switches
-    InfiniBand off, looks like it would but does not, or cannot be told."""
+    InfiniBand off, looks like it would but does not, or cannot be told. ``read_file``: the code folder's
+    files (the scripts the command runs or sources, ``BASH_ENV``, NCCL and Open MPI configuration files,
+    ``.deepspeed_env``); without it what they hold cannot be told."""
     findings: list[Finding] = []
     docker, unclear = docker_env(docker_args)
     findings += [Finding("cannot tell", message) for message in unclear]
@@ -240,15 +247,18 @@ def assess(command: str | None, *, variables: Mapping[str, str], docker_args: st
                                                    f"{s.value!r} in docker_args: which one the container gets is not "
                                                    "documented"))
         seed[s.name] = shell.Variable(s.name, s.value, "docker_args")
-    script = shell.evaluate(command or "", environment=list(seed.values()), platform=PLATFORM, placeholders={})
+    # Azure ML runs the command with a non-interactive bash (docs/security.md, "The shell evaluator"): a
+    # BASH_ENV of environment_variables or the image is sourced first; `./launch.sh` runs as the script it is.
+    script = shell.evaluate(command or "", environment=list(seed.values()), platform=PLATFORM, placeholders={},
+                            read_file=read_file, startup=True, scripts=True)
     processes = _processes(script)
     seen: list[Setting] = []
     if not processes:
-        seen += _settings_of(_final(script), script, len(script.commands), image, None)
+        seen += _settings_of(_final(script), script, len(script.commands), image, None, read_file)
     chosen = {id(p) for p in processes}
     for index, process in enumerate(script.commands):
         if id(process) in chosen:
-            seen += _settings_of(process.environ, script, index, image, process)
+            seen += _settings_of(process.environ, script, index, image, process, read_file)
     for setting in _unique(seen):
         verdict = judge(setting, adapters=adapters)
         if verdict is not None:
@@ -263,7 +273,7 @@ def assess(command: str | None, *, variables: Mapping[str, str], docker_args: st
 
 
 def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image: Baked,
-                 process: shell.Command | None) -> list[Setting]:
+                 process: shell.Command | None, read_file: Reader | None = None) -> list[Setting]:
     """The watched settings one process sees: its environment, then the files NCCL and Open MPI read
     where the environment leaves a name unset, then ``mpirun``'s own options."""
     out: list[Setting] = []
@@ -284,7 +294,7 @@ def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image
     nccl_paths.append(NCCL_SYSTEM_FILE)
     taken: set[str] = set(set_here)
     for path in nccl_paths:
-        found = [s for s in _file_settings(path, files, "nccl") if s.name.startswith("NCCL_")]
+        found = [s for s in _file_settings(path, files, "nccl", read_file) if s.name.startswith("NCCL_")]
         out += [s for s in found if s.name not in taken]
         taken |= {s.name for s in found}
     # Open MPI: its parameter files, below the environment (the override file above it)
@@ -297,17 +307,64 @@ def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image
         mca_paths = [posixpath.join(home, ".openmpi", "mca-params.conf"),
                      *sorted({p for p in files if posixpath.basename(p) == MCA_FILES[0]})]
     for path in mca_paths:
-        out += [s for s in _file_settings(path, files, "mca") if s.name not in set_here]
+        out += [s for s in _file_settings(path, files, "mca", read_file) if s.name not in set_here]
     for path in sorted(p for p in files if posixpath.basename(p) == MCA_FILES[1]):
         out += _file_settings(path, files, "mca")
     if process is not None and process.program and posixpath.basename(process.program) in MPI_LAUNCHERS:
         out += _mpirun(process)
+    if process is not None and process.program and posixpath.basename(process.program) == "deepspeed":
+        out += _deepspeed_env(process, environ, files, home, read_file)
     return out
+
+
+DEEPSPEED_EXPORTED = ("MLFLOW", "NCCL", "PYTHON", "MV2", "UCX")
+"""deepspeed/launcher/runner.py ``EXPORT_ENVS``: the launcher's variables it exports to every node."""
+
+
+def _deepspeed_env(process: shell.Command, environ: shell.Environ,
+                   files: Mapping[str, Sequence[tuple[str | None, str, bool]]], home: str,
+                   read_file: Reader | None) -> list[Setting]:
+    """DeepSpeed's multi-node launch (deepspeed/launcher/runner.py, ``main``; commit edaa722 of
+    deepspeedai/DeepSpeed): with a hostfile (``-H``/``--hostfile``) and not ``--no_ssh`` it starts every node's
+    ranks through pdsh or an MPI launcher, exporting each line ``NAME=value`` of ``DEEPSPEED_ENVIRONMENT_NAME``
+    (``$DS_ENV_FILE``, else ``.deepspeed_env``) read from ``~`` then ``.`` (the later file wins; ``add_export``
+    strips both sides): above the environment of each node. Without an explicit hostfile it reads the default
+    ``/job/hostfile``, which Azure ML does not write: one node, the file not read."""
+    words = [w.value for w in process.argv[1:]]
+    options = words[:next((i for i, w in enumerate(words) if w is not None and not w.startswith("-")
+                           and (i == 0 or words[i - 1] not in ("-H", "--hostfile"))), len(words))]
+    if "--no_ssh" in options or not any(w is not None and (w in ("-H", "--hostfile") or w.startswith("--hostfile="))
+                                        for w in options):
+        return []
+    where = f"exported by deepspeed at {process.where}"
+    name_binding = environ.get("DS_ENV_FILE", ())
+    if any(v is not None for v in name_binding) and environ.value("DS_ENV_FILE") is None:
+        return [Setting("DS_ENV_FILE", "", where, resolved=False)]
+    name = environ.value("DS_ENV_FILE") or ".deepspeed_env"
+    out: dict[str, Setting] = {}
+    for folder in (home, process.cwd or "."):
+        path = shell.resolve_proc(name if name.startswith("/") else posixpath.join(folder, name), ".") or name
+        parts = files.get(path)
+        texts: list[tuple[str | None, str, bool]] = list(parts) if parts else []
+        if not texts and not path.startswith("/") and read_file is not None:
+            found = read_file(path)
+            if found is not None:
+                texts = [(found, "a file of the code folder", False)]
+        for text, how, maybe in texts:
+            if text is None:
+                out["DS_ENV_FILE"] = Setting("DS_ENV_FILE", path, f"{path} ({how}), {where}", resolved=False)
+                continue
+            for line in text.splitlines():
+                key, eq, value = line.partition("=")
+                key = key.strip()
+                if eq and key in WATCHED and key.startswith(DEEPSPEED_EXPORTED):
+                    out[key] = Setting(key, value.strip(), f"{path} ({how}), {where}", maybe=maybe)
+    return list(out.values())
 
 
 def _absolute(path: str, process: shell.Command | None) -> str:
     """A file the process opens: a relative path from its folder, else from the code folder (``.``)."""
-    return shell.join_path((process.cwd if process is not None else None) or ".", path)
+    return shell.resolve_proc(path, (process.cwd if process is not None else None) or ".") or path
 
 
 def _files(script: shell.Script, index: int, image: Baked) -> dict[str, list[tuple[str | None, str, bool]]]:
@@ -319,10 +376,13 @@ def _files(script: shell.Script, index: int, image: Baked) -> dict[str, list[tup
     for write in script.writes:
         if write.commands_before > index or write.path.value is None:
             continue
-        path = write.path.value
-        if path.startswith("~/"):
-            path = posixpath.join(image.home or DEFAULT_HOME, path[2:])
-        path = posixpath.normpath(path)
+        if write.path.value.startswith("~/"):
+            path = posixpath.normpath(posixpath.join(image.home or DEFAULT_HOME, write.path.value[2:]))
+        else:  # relative to the writer's directory (a subshell's `cd`), /proc/self/cwd read as it
+            located = write.location()
+            if located is None:
+                continue
+            path = located
         how = f"written by the command at {write.where}"
         entry = (write.content, how, write.maybe)
         if write.append and write.source is None:
@@ -333,8 +393,11 @@ def _files(script: shell.Script, index: int, image: Baked) -> dict[str, list[tup
 
 
 def _file_settings(path: str, files: Mapping[str, Sequence[tuple[str | None, str, bool]]],
-                   kind: Literal["nccl", "mca"]) -> list[Setting]:
+                   kind: Literal["nccl", "mca"], read_file: Reader | None = None) -> list[Setting]:
     parts = files.get(path)
+    if not parts and not path.startswith("/") and read_file is not None:
+        found = read_file(path)  # NCCL_CONF_FILE or mca_base_param_files naming a file of the code folder
+        parts = [(found, "a file of the code folder", False)] if found is not None else None
     if not parts:
         if not path.startswith("/"):
             return [Setting("NCCL_CONF_FILE" if kind == "nccl" else "OMPI_MCA_mca_base_param_files", path,
@@ -358,7 +421,8 @@ def _file_settings(path: str, files: Mapping[str, Sequence[tuple[str | None, str
 
 
 def _mpirun(process: shell.Command) -> list[Setting]:
-    """``mpirun -x NAME=value`` (the ranks' environment) and ``--mca NAME value`` (above the environment)."""
+    """``mpirun -x NAME=value`` (the ranks' environment), ``--mca NAME value`` (above the environment; Open
+    MPI's mpirun(1)) and Hydra's ``-genv``/``-env NAME VALUE``."""
     out: list[Setting] = []
     words = process.argv[1:]
     i = 0
@@ -373,6 +437,17 @@ def _mpirun(process: shell.Command) -> list[Setting]:
             elif eq and name in WATCHED:
                 out.append(Setting(name, value, where))
             i += 2
+            continue
+        if flag in ("-genv", "-env") and i + 2 < len(words):
+            # MPICH's and Intel MPI's Hydra (mpiexec.hydra -h; Intel MPI "Global Options"): -genv NAME VALUE
+            # sets NAME in every rank's environment, -env NAME VALUE in this executable's ranks
+            name_word, value_word = words[i + 1], words[i + 2]
+            if name_word.value is None:
+                out.append(Setting(f"mpiexec {flag}", name_word.raw, where, resolved=False))
+            elif name_word.value in WATCHED:
+                out.append(Setting(name_word.value, value_word.value or "", where,
+                                   resolved=value_word.value is not None))
+            i += 3
             continue
         if flag in ("-mca", "--mca", "-gmca", "--gmca") and i + 2 < len(words):
             param, setting = words[i + 1].value, words[i + 2].value

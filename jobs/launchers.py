@@ -123,7 +123,7 @@ def _neutral(run: Run | None, gpus: int | None) -> topology.Contract:
                              gpus=gpus)
 
 
-def _reader(code: Path | None) -> Callable[[str], str | None] | None:
+def code_reader(code: Path | None) -> Callable[[str], str | None] | None:
     """Reads a file of the code folder for the shell (``bash run.sh``): inside the folder only, bounded."""
     if code is None:
         return None
@@ -221,7 +221,7 @@ def read_command(command: str, *, run: Run | None = None, code: Path | None = No
     code folder ``code`` it runs (``bash run.sh``, ``./run.sh``); each launcher read with
     :func:`analysis.topology.read_launch`."""
     contract = _neutral(run, gpus_per_node)
-    read = _reader(code)
+    read = code_reader(code)
     script = shell.evaluate(command, environment=contract.known(), platform=contract.platform(),
                             placeholders=_placeholders(run), read_file=read)
     commands = list(script.commands)

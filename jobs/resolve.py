@@ -28,11 +28,11 @@ from typing import Any
 from analysis import code_scan, interconnect, pyscan
 from analysis.dockerfile import MAX_BYTES as DOCKERFILE_MAX_BYTES
 from azurefacts import capabilities, cuda
-from jobs.launchers import PER_NODE_LAUNCHERS, infer_launcher, read_command
+from jobs.launchers import PER_NODE_LAUNCHERS, code_reader, infer_launcher, read_command
 from kernel.paths import resolve_inside
 from stack.config import StackConfig
 from stack.infrastructure import Cluster, Environment, environment_evidence, image_pinned, reference_version
-from stack.resolved import ClusterFacts, EnvironmentFacts, ResolvedRun
+from stack.resolved import CODE_TEXTS_BYTES, CODE_TEXTS_FILES, ClusterFacts, EnvironmentFacts, ResolvedRun
 from stack.runs import DataInput, InlineEnvironment, Run
 
 SHM_GIB_PER_GPU = 4
@@ -354,12 +354,13 @@ def resolve_run(
     if code_findings is not None:
         facts = replace(facts, code_findings=code_findings)
     frameworks, alone, no_gpu = _script_facts(root, folder, present, facts.readings)
+    cluster_facts = _cluster_facts(cluster)
     return ResolvedRun(
         name=run.name,
         spec=spec,
         launcher=launcher,
         launcher_nproc_per_node=nproc,
-        cluster=_cluster_facts(cluster),
+        cluster=cluster_facts,
         environment=environment,
         code_findings=facts.code_findings,
         code_unscanned=facts.code_unscanned,
@@ -372,7 +373,32 @@ def resolve_run(
         scripts_without_gpu=no_gpu,
         launches=reading.launches,
         launch_unknowns=reading.unknown,
+        code_texts=fabric_texts(spec, cluster_facts, environment, code),
     )
+
+
+def fabric_texts(spec: dict[str, Any], cluster: ClusterFacts, environment: EnvironmentFacts,
+                 code: Path | None) -> tuple[tuple[str, str], ...]:
+    """The code folder's files the interconnect reading of a multi-node InfiniBand run reads (the rule
+    ``run-infiniband-disabled`` judges no other run): read once here, through the launchers' reader (inside
+    the folder only, bounded), at most :data:`~stack.resolved.CODE_TEXTS_FILES` files and
+    :data:`~stack.resolved.CODE_TEXTS_BYTES` in all; a file past them is not read, as if absent."""
+    read = code_reader(code)
+    if read is None or int((spec.get("resources") or {}).get("instance_count", 1)) <= 1 or not cluster.infiniband:
+        return ()
+    texts: dict[str, str | None] = {}
+
+    def record(path: str) -> str | None:
+        if path not in texts:
+            total = sum(len(t) for t in texts.values() if t is not None)
+            found = read(path) if len(texts) < CODE_TEXTS_FILES else None
+            texts[path] = found if found is not None and total + len(found) <= CODE_TEXTS_BYTES else None
+        return texts[path]
+
+    interconnect.assess(str(spec.get("command") or ""), variables=dict(spec.get("environment_variables") or {}),
+                        docker_args=(spec.get("resources") or {}).get("docker_args"), image=environment.baked(),
+                        adapters=max(1, cluster.gpus), read_file=record)
+    return tuple(sorted((p, t) for p, t in texts.items() if t is not None))
 
 
 def project_defaults(run: Run, spec: dict[str, Any]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from analysis.interconnect import Baked, ConfigFile, Setting
 from analysis.topology import Launch
 
 RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
@@ -55,6 +56,15 @@ class EnvironmentFacts:
         if capability in self.capabilities:
             return "present"
         return "absent" if capability in self.absent else "unknown"
+
+    def baked(self) -> Baked:
+        """What the image bakes in for the interconnect, as these facts carry it
+        (:func:`analysis.interconnect.baked`)."""
+        return Baked(
+            settings=tuple(Setting(str(n), str(v), str(w), bool(r)) for n, v, w, r in self.fabric_settings),
+            files=tuple(ConfigFile(str(p), str(c) if known else None, str(h)) for p, c, h, known in self.fabric_files),
+            unknowns=tuple(self.fabric_unknowns),
+        )
     fabric_settings: tuple[tuple[str, str, str, bool], ...] = ()
     """Interconnect variables the image bakes in (a build context's Dockerfile ``ENV``): (name, value,
     where, resolved), see :mod:`analysis.interconnect`."""
@@ -113,6 +123,11 @@ class ResolvedRun:
     launch_unknowns: tuple[str, ...] = field(default=())
     """What in the command could not be followed and may start processes (``eval``, ``source``, a script
     outside the code folder)."""
+    code_texts: tuple[tuple[str, str], ...] = field(default=())
+    """The code folder's files the interconnect reading of a multi-node InfiniBand run reads, (path relative to
+    the folder, text): scripts it runs or sources, ``BASH_ENV``, NCCL and Open MPI configuration files,
+    ``.deepspeed_env`` (:func:`analysis.interconnect.assess`); bounded by :data:`CODE_TEXTS_BYTES`. Carried
+    so that the policy pack, which reads no file, sees what the plan read. Left out of the props when empty."""
 
     @property
     def instance_count(self) -> int:
@@ -140,6 +155,10 @@ class ResolvedRun:
             props["environment"][key] = [list(s) for s in getattr(self.environment, key)]
         props["environment"]["fabric_unknowns"] = list(self.environment.fabric_unknowns)
         props["launches"] = [launch.to_props() for launch in self.launches]
+        if self.code_texts:
+            props["code_texts"] = [list(t) for t in self.code_texts]
+        else:
+            del props["code_texts"]
         return props
 
     @classmethod
@@ -163,9 +182,15 @@ class ResolvedRun:
             launcher_script=props.get("launcher_script"),
             part_of=props.get("part_of"),
             launches=tuple(Launch.from_props(launch) for launch in props.get("launches") or ()),
+            code_texts=tuple((str(p), str(t)) for p, t in props.get("code_texts") or ()),
             **{key: tuple(props.get(key) or ()) for key in _STRING_TUPLES},
         )
 
+
+CODE_TEXTS_BYTES = 1 << 20
+"""The most text :attr:`ResolvedRun.code_texts` carries for one run (1 MiB); a file past it is not read."""
+CODE_TEXTS_FILES = 32
+"""The most files :attr:`ResolvedRun.code_texts` carries for one run."""
 
 _STRING_TUPLES = ("code_findings", "code_unscanned", "defaults", "missing_scripts", "legacy_variables",
                   "script_frameworks", "scripts_without_process_group", "scripts_without_gpu", "launch_unknowns")

@@ -36,6 +36,7 @@ from analysis.shell.api import (
     Where,
     Word,
     join_path,
+    resolve_proc,
 )
 from analysis.shell.interpreter import evaluate
 
@@ -65,4 +66,5 @@ __all__ = [
     "Word",
     "evaluate",
     "join_path",
+    "resolve_proc",
 ]

@@ -213,6 +213,16 @@ class FileWrite:
     commands_before: int = 0
     """How many of :attr:`Script.commands` started before the write (the writing command included): the
     write is seen by the commands from that index on."""
+    cwd: str | None = "."
+    """The writer's working directory (as :attr:`Command.cwd`): a relative :attr:`path` is from there
+    (``(cd /tmp && echo X=1 > .nccl.conf)`` writes ``/tmp/.nccl.conf``); None when not known."""
+
+    def location(self) -> str | None:
+        """The file written, normalised: absolute, or relative to where the text starts; None when its
+        name or (for a relative name) the writer's directory is not known. ``/proc/self/cwd/x`` is ``x``
+        in the writer's directory (proc(5): ``/proc/self`` is the process reading it, ``cwd`` a link to
+        its working directory)."""
+        return resolve_proc(self.path.value, self.cwd)
 
 
 @dataclass(frozen=True)
@@ -268,6 +278,22 @@ class Budget:
     def __init__(self, steps: int = MAX_STEPS, seconds: float = MAX_SECONDS) -> None:
         self.steps = steps
         self.deadline = time.monotonic() + seconds
+
+
+PROC_CWD = ("/proc/self/cwd", "/proc/thread-self/cwd")
+"""proc(5): ``/proc/self`` (and ``/proc/thread-self``) name the process (thread) that opens the path, and
+its ``cwd`` is a symbolic link to that process's working directory."""
+
+
+def resolve_proc(path: str | None, cwd: str | None) -> str | None:
+    """``path`` opened by a process in ``cwd``: :func:`join_path`, with ``/proc/self/cwd`` read as ``cwd``."""
+    if path is None:
+        return None
+    for link in PROC_CWD:
+        if path == link or path.startswith(link + "/"):
+            rest = path[len(link):].lstrip("/")
+            return join_path(cwd, rest or ".")
+    return join_path(cwd, path)
 
 
 @overload

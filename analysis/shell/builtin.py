@@ -99,9 +99,7 @@ class Builtins(Declarations):
 
     def _source(self, call: _Call) -> Result:
         path = call.args[0].value if call.args else None
-        sourced = None
-        if path is not None and self.read_file is not None:
-            sourced = self.read_file(join_path(self.frame.cwd, path) or path)
+        sourced = self.file_text(path)
         if sourced is None:
             self.unknown("source", call.raw, call.where)
             return Result("likely", None)

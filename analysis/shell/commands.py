@@ -156,11 +156,30 @@ class Commands(Builtins):
             result = self.builtin(name, argv, env_over, where, raw, stdin)
         elif name in SHELLS:
             result = self.child_shell(argv, environ, where, raw, stdin)
+        elif self.scripts and "/" in program and (interpreter := self.script_shell(program)) is not None:
+            result = self.child_shell([replace(argv[0], value=interpreter), *argv], environ, where, raw, stdin)
         else:
             result = self.external(name, argv, where, raw, stdin)
         if "exec" in wrappers:
             self.flow("exit")  # exec replaces the shell: nothing after it runs
         return result
+
+    def script_shell(self, program: str) -> str | None:
+        """The shell that runs the file ``program`` names when it is run as a program (``./launch.sh``), when
+        :meth:`file_text` knows it: its ``#!`` line's shell (execve(2); ``#!/usr/bin/env bash`` too), or bash
+        itself for a file without one (bash(1), COMMAND EXECUTION: "If this execution fails because the file
+        is not in executable format ... it is assumed to be a shell script"); None for another interpreter."""
+        text = self.file_text(program)
+        if text is None:
+            return None
+        first = text.split("\n", 1)[0]
+        if not first.startswith("#!"):
+            return "bash"
+        words = first[2:].split()
+        if words and posixpath.basename(words[0]) == "env":
+            words = [w for w in words[1:] if not w.startswith("-")]
+        shell = posixpath.basename(words[0]) if words else ""
+        return shell if shell in SHELLS - {"busybox"} else None
 
     def unwrap(self, words: list[Word], where: Where) -> tuple[
             list[Word], list[str], bool, list[str], str | None, list[tuple[str, Word]], bool]:
@@ -205,6 +224,20 @@ class Commands(Builtins):
                 if not rest:
                     break
                 argv = rest
+            elif name == "su":
+                shell_argv, login, preserve, home = _su_options(argv[0], argv[1:])
+                if shell_argv is None:
+                    return argv, wrappers, cleared, unset_names, cwd, assigns, True
+                if login:  # su -l: the environment cleared but TERM, the target's home the directory
+                    cleared = True
+                    assigns.clear()
+                    unset_names.clear()
+                    cwd = home.value
+                if not preserve:
+                    assigns.append(("HOME", home))
+                argv = shell_argv
+                wrappers.append(name)
+                break  # the shell it starts is run as one (child_shell)
             elif name == "exec" and not wrappers and head == "exec":
                 rest, clear = _exec_options(argv[1:])
                 if clear:
@@ -243,13 +276,14 @@ class Commands(Builtins):
                 target = operands[-1]
                 for source in operands[:-1]:
                     self.writes.append(FileWrite(target, None, False, where, self.maybe, source, short(raw),
-                                                 len(self.commands)))
+                                                 len(self.commands), self.frame.cwd))
         if name in _TESTS:
             return Result("unknown", None)
         return Result("likely", None)
 
     def write(self, path: Word, content: str | None, *, append: bool, where: Where, raw: str) -> None:
-        self.writes.append(FileWrite(path, content, append, where, self.maybe, None, short(raw), len(self.commands)))
+        self.writes.append(FileWrite(path, content, append, where, self.maybe, None, short(raw), len(self.commands),
+                                     self.frame.cwd))
 
     def route_output(self, output: str | None, redirects: tuple[Redirect, ...], raw: str, where: Where) -> str | None:
         """Apply stdout redirections: a file gets the output, the statement's own output is then empty."""
@@ -329,6 +363,9 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "chrt": (frozenset(), 1),
     "command": (frozenset(), 0),
     "builtin": (frozenset(), 0),
+    # GNU xargs(1): runs the command with arguments read from its input appended
+    "xargs": (frozenset({"-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n", "--max-args", "-P",
+                         "--max-procs", "-s", "--max-chars", "--process-slot-var"}), 0),
     "xvfb-run": (frozenset({"-n", "-s", "-e", "-f", "-p", "--server-num", "--server-args"}), 0),
 }
 
@@ -390,8 +427,19 @@ def _env_options(words: list[Word]) -> tuple[list[Word], bool, list[str], Word |
         elif options and v.startswith("--chdir="):
             chdir = replace(w, value=v.split("=", 1)[1])
         elif options and (v in ("-S", "--split-string") or v.startswith(("--split-string=", "-S"))):
-            split = True
-            return words[i + 1:], cleared, unsets, chdir, assigns, split
+            if v in ("-S", "--split-string"):
+                i += 1
+                text = words[i].value if i < len(words) else ""
+            else:
+                text = v.split("=", 1)[1] if v.startswith("--") else v[2:]
+            pieces = split_string(text) if text is not None else None
+            if pieces is None:
+                return words[i + 1:], cleared, unsets, chdir, assigns, True
+            rest, more_cleared, more_unsets, more_chdir, more_assigns, split = _env_options(
+                [replace(w, value=p, shown=p) for p in pieces] + words[i + 1:])
+            if more_cleared:
+                cleared, assigns, unsets = True, [], []
+            return (rest, cleared, unsets + more_unsets, more_chdir or chdir, assigns + more_assigns, split)
         elif options and v == "--":
             options = False
         elif options and v.startswith("-") and len(v) > 1 and "=" not in v:
@@ -404,6 +452,73 @@ def _env_options(words: list[Word]) -> tuple[list[Word], bool, list[str], Word |
             return words[i:], cleared, unsets, chdir, assigns, split
         i += 1
     return [], cleared, unsets, chdir, assigns, split
+
+
+_SPLIT_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "_": " ", "n": "\n", "t": "\t", "r": "\r", "f": "\f",
+                  "v": "\v", "#": "#", "$": "$"}
+MAX_SPLIT = 4096
+"""The longest ``env -S`` string split; a longer one is unknown."""
+
+
+def split_string(text: str) -> list[str] | None:
+    r"""GNU env's ``-S``/``--split-string`` (coreutils env.c ``build_argv``): words split on spaces and tabs,
+    ``'...'`` (only ``\\`` and ``\'`` escaped) and ``"..."`` quoting, the escapes ``\_`` (a space, a separator
+    outside quotes) ``\n \t \r \f \v \# \$ \\ \" \'``, ``#`` at the start of a word a comment to the
+    end. None when it holds what is only known at run time (``${NAME}`` of env's environment) or what env
+    refuses (``$`` without braces, an unknown escape, an open quote), or is longer than :data:`MAX_SPLIT`."""
+    if len(text) > MAX_SPLIT:
+        return None
+    out: list[str] = []
+    current: list[str] = []
+    started = False
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'" and c != "'" and c != "\\":
+            current.append(c)
+        elif c == "'" and quote in ("", "'"):
+            quote = "" if quote else "'"
+            started = True
+        elif c == '"' and quote in ("", '"'):
+            quote = "" if quote else '"'
+            started = True
+        elif c in " \t\n\v\f\r" and not quote:
+            if started:
+                out.append("".join(current))
+            current, started = [], False
+        elif c == "#" and not quote and not started:
+            break
+        elif c == "$":
+            return None  # ${NAME}: env's own environment at run time; a bare $ is an error
+        elif c == "\\":
+            if i + 1 >= len(text):
+                return None
+            nxt = text[i + 1]
+            if quote == "'" and nxt not in "\\'":
+                current.append(c)
+            elif nxt == "_" and not quote:
+                if started:
+                    out.append("".join(current))
+                current, started = [], False
+                i += 1
+            elif nxt == "c" and not quote:
+                break
+            elif nxt in _SPLIT_ESCAPES:
+                current.append(_SPLIT_ESCAPES[nxt])
+                started = True
+                i += 1
+            else:
+                return None
+        else:
+            current.append(c)
+            started = True
+        i += 1
+    if quote:
+        return None
+    if started:
+        out.append("".join(current))
+    return out
 
 
 def _sudo_options(words: list[Word]) -> tuple[list[Word], bool, list[tuple[str, Word]]]:
@@ -434,6 +549,65 @@ def _sudo_options(words: list[Word]) -> tuple[list[Word], bool, list[tuple[str, 
             break
         i += 1
     return words[i:], keep, assigns
+
+
+def _su_options(su: Word, words: list[Word]) -> tuple[list[Word] | None, bool, bool, Word]:
+    """util-linux su(1): ``su [options] [-] [user [argument...]]``; ``-c``/``--command`` runs ``SHELL -c
+    COMMAND [argument...]`` with the target user's shell (``-s``/``--shell``; root's is bash in the images
+    Azure ML runs), ``-l``/``-``/``--login`` clears the environment (TERM kept) and starts in the user's
+    home, ``-m``/``-p``/``--preserve-environment`` keeps HOME; otherwise "su ... only set[s] the environment
+    variables HOME and SHELL". Returns (the shell's argv, login, preserve, HOME); None when an option or
+    the user is only known at run time."""
+    command: Word | None = None
+    shell: Word | None = None
+    login = preserve = False
+    user: str | None = None
+    args: list[Word] = []
+    with_value = {"-g", "--group", "-G", "--supp-group", "-w", "--whitelist-environment"}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        v = w.value
+        if v is None:
+            return None, False, False, su
+        if user is not None:
+            args.append(w)
+        elif v in ("-", "-l", "--login"):
+            login = True
+        elif v in ("-m", "-p", "--preserve-environment"):
+            preserve = True
+        elif v in ("-c", "--command", "-s", "--shell") and i + 1 < len(words):
+            i += 1
+            if v in ("-c", "--command"):
+                command = words[i]
+            else:
+                shell = words[i]
+        elif v.startswith(("--command=", "--shell=")):
+            option, _, value = v.partition("=")
+            if option == "--command":
+                command = replace(w, value=value)
+            else:
+                shell = replace(w, value=value)
+        elif v in with_value:
+            i += 1
+        elif v.startswith("-") and len(v) > 1:
+            if v.startswith("-c") and not v.startswith("--"):
+                command = replace(w, value=v[2:])
+            elif v.startswith("-s") and not v.startswith("--"):
+                shell = replace(w, value=v[2:])
+            elif not v.startswith("--"):
+                login = login or "l" in v[1:]
+                preserve = preserve or bool({"m", "p"} & set(v[1:]))
+        else:
+            user = v
+        i += 1
+    root = user in (None, "root")
+    home = replace(su, raw="HOME", value="/root" if root else None, unknown=() if root else (f"~{user}",),
+                   shown="/root" if root else f"~{user}")
+    program = shell if shell is not None else replace(su, raw="bash", value="bash", shown="bash")
+    if command is None:
+        return [program, *args], login, preserve, home
+    return [program, replace(su, raw="-c", value="-c", shown="-c"), command, *args], login, preserve, home
 
 
 def _exec_options(words: list[Word]) -> tuple[list[Word], bool]:

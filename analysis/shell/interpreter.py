@@ -25,9 +25,8 @@ from analysis.shell.api import (
     Variable,
     Where,
     Word,
-    join_path,
 )
-from analysis.shell.commands import Commands, flatten_redirects, stdin_of
+from analysis.shell.commands import SHELLS, Commands, flatten_redirects, stdin_of
 from analysis.shell.conditions import NEGATED
 from analysis.shell.patterns import any_match, bracket_escapes
 from analysis.shell.state import OK, REDIRECTS, Flow, Function, Result, Stop, Text, cause_kind
@@ -349,10 +348,21 @@ class Shell(Commands):
     def child_shell(self, argv: list[Word], environ: Environ, where: Where, raw: str,
                     stdin: str | None) -> Result:
         """``bash -c BODY [name args...]``, ``bash <<EOF``, ``bash script.sh``: a new shell process, which
-        receives only the environment (exported variables)."""
+        receives only the environment (exported variables). ``busybox sh ...`` is its ``sh`` applet
+        (busybox(1): ``busybox APPLET [ARGS]``). A non-interactive bash first sources ``$BASH_ENV``
+        (:meth:`bash_env`)."""
         shell = posixpath.basename(argv[0].value or "sh")
+        if shell == "busybox":
+            if len(argv) < 2 or argv[1].value is None:
+                self.unknown("dynamic command", raw, where)
+                return Result("likely", None)
+            if argv[1].value not in SHELLS - {"busybox"}:
+                return self.external(argv[1].value, argv[1:], where, raw, stdin)
+            argv = argv[1:]
+            shell = posixpath.basename(argv[0].value or "sh")
         i = 1
         command_mode = False
+        startup = shell == "bash"  # bash(1): a shell named sh reads no startup file when not interactive
         while i < len(argv):
             value = argv[i].value
             if value is None:
@@ -363,8 +373,14 @@ class Shell(Commands):
                 break
             if len(value) < 2 or value[0] not in "-+":
                 break
+            if value in ("-o", "-O", "+o", "+O") and i + 1 < len(argv) and argv[i + 1].value == "posix":
+                startup = startup and value.startswith("+")
             if value in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
                 i += 1
+            elif value == "--posix" or (not value.startswith("--") and value[0] == "-"
+                                        and any(c in value[1:] for c in "pi")):
+                startup = False  # posix mode, privileged (-p), interactive (-i): no BASH_ENV
+                command_mode = command_mode or ("c" in value[1:] and not value.startswith("--"))
             elif not value.startswith("--") and "c" in value[1:]:
                 command_mode = True
             i += 1
@@ -384,8 +400,7 @@ class Shell(Commands):
             script, args = operands[0], operands[1:]
             label = f"{shell} {script}"
             first_line = 1
-            path = join_path(self.frame.cwd, script.value)
-            body = self.read_file(path) if self.read_file is not None and path is not None else None
+            body = self.file_text(script.value)
             if body is None:
                 return Result("likely", None)  # a script file nobody gave us: a program like any other
             args = [script, *args]
@@ -393,6 +408,7 @@ class Shell(Commands):
             body, args = stdin, [argv[0]]
             label = f"{shell} reading its input at {where}"
             first_line = where.line
+            startup = False  # reading commands from its input: bash -s is interactive when that is a terminal
             if body is None:
                 self.unknown("shell input", f"| {raw}", where)
                 return Result("likely", None)
@@ -403,12 +419,48 @@ class Shell(Commands):
         frame.zero = args[0].value if args else argv[0].value
         frame.positional = tuple(w.value for w in args[1:])
         text = body
+        within = (*self.text.within, label)
         try:
-            self.scoped(lambda: self.run_text(text, first_line=first_line, within=(*self.text.within, label)),
-                        "exit", "return", "break", "continue")
+            def run() -> Result:
+                if startup:
+                    self.bash_env(environ, where, raw, within)
+                return self.run_text(text, first_line=first_line, within=within)
+            self.scoped(run, "exit", "return", "break", "continue")
         finally:
             self.pop(frame, merge="discard")
         return Result("likely", None)
+
+    def bash_env(self, environ: Environ, where: Where, raw: str, within: tuple[str, ...]) -> None:
+        """bash(1), INVOCATION: "When bash is started non-interactively, to run a shell script, for example,
+        it looks for the variable BASH_ENV in the environment, expands its value, and uses the expanded value
+        as the name of a file to read and execute" (shell.c ``run_startup_files``: not in posix mode, not
+        named sh, not privileged; ``POSIXLY_CORRECT`` in the environment is posix mode). The file is what
+        this text wrote there, or the code folder's (:meth:`file_text`); another file is unknown."""
+        binding = environ.get("BASH_ENV", ())
+        if not any(v is not None for v in binding) or any(
+                v is not None for v in environ.get("POSIXLY_CORRECT", ())):
+            return
+        value = environ.value("BASH_ENV")
+        if value == "":
+            return
+        if value is None or "$" in value or "`" in value or (value.startswith("~") and "/" not in value):
+            self.unknown("source", f"BASH_ENV read by {raw}", where)
+            return
+        if value.startswith("~/"):
+            value = posixpath.join(environ.value("HOME") or "~", value[2:])
+        text = self.file_text(value)
+        if text is None:
+            self.unknown("source", f"BASH_ENV={value} read by {raw}", where)
+            return
+        maybe = any(v is not None and v.maybe for v in binding) or len(binding) > 1
+        label = f"BASH_ENV {value}"
+
+        def run() -> Result:
+            return self.run_text(text, first_line=1, within=(*within, label))
+        if maybe:
+            self.region(run)
+        else:
+            run()
 
 
 _Run = Callable[[Shell, tree_sitter.Node, str | None], Result]
@@ -465,6 +517,8 @@ def evaluate(
     read_file: Callable[[str], str | None] | None = None,
     placeholders: Mapping[str, str] | None = None,
     budget: Budget | None = None,
+    startup: bool = False,
+    scripts: bool = False,
 ) -> Script:
     """Evaluate ``text`` as bash would, as far as that is known before it runs.
 
@@ -478,6 +532,9 @@ def evaluate(
     ``placeholders``: when given, ``${{...}}`` spans are Azure ML placeholders replaced before the shell
     runs: the value the mapping has for the expression inside (``inputs.lr``), unknown otherwise.
     ``budget``: steps and time shared with other calls (a fresh :class:`Budget` by default).
+    ``startup``: the text is run by a non-interactive bash, which first sources the file ``BASH_ENV`` of
+    ``environment`` names (:meth:`Shell.bash_env`). ``scripts``: a program named by a path (``./launch.sh``)
+    whose file is known is evaluated as the shell script it is (:meth:`Shell.script_shell`).
     """
     budget = budget if budget is not None else Budget()
     shell = Shell(label=label, platform=frozenset(platform), read_file=read_file, placeholders=placeholders,
@@ -493,10 +550,14 @@ def evaluate(
             seed[variable.name] = (variable,)
     shell.frame.vars = seed
     shell.frame.cwd = cwd
+    shell.scripts = scripts
     complete = True
     try:
-        shell.scoped(lambda: shell.run_text(text, first_line=first_line, within=()), "exit", "return", "break",
-                     "continue")
+        def run() -> Result:
+            if startup:
+                shell.bash_env(Environ(seed), Where(first_line), label, ())
+            return shell.run_text(text, first_line=first_line, within=())
+        shell.scoped(run, "exit", "return", "break", "continue")
     except Stop as stop:
         complete = False
         while shell.frame.parent is not None:

@@ -33,6 +33,7 @@ from analysis.shell.api import (
     Variable,
     Where,
     Word,
+    resolve_proc,
 )
 from analysis.shell.integers import bash_integer
 from analysis.shell.scan import names_set
@@ -100,6 +101,8 @@ class Seg:
     """An unquoted expansion's result: subject to field splitting."""
     causes: tuple[str, ...] = ()
     variables: tuple[str, ...] = ()
+    brace: bool = False
+    """Unquoted source text, where ``{``, ``,``, ``}`` and ``..`` are brace expansion's syntax."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,8 @@ class State:
         self.label = label
         self.platform = platform
         self.read_file = read_file
+        self.scripts = False
+        """A program named by a path whose file :meth:`file_text` knows is run as the shell script it is."""
         self.placeholders = placeholders
         self.budget = budget
         self.deadline = budget.deadline
@@ -189,6 +194,29 @@ class State:
         self.marked: set[str] = set()
         """Names exported before they have a value (``export A``): a later assignment is exported."""
         self.parser = tree_sitter.Parser(_LANGUAGE)
+
+    # ---- files ---------------------------------------------------------------------------------------
+
+    def file_text(self, path: str | None) -> str | None:
+        """The text of the file at ``path`` (from the current directory) that ``source``, ``bash FILE`` or
+        ``BASH_ENV`` reads: what this text wrote there last when it wrote it whole (``>``, then ``>>``
+        appends), else the code folder's file (:attr:`read_file`); None when not known."""
+        where = resolve_proc(path, self.frame.cwd)
+        if where is None:
+            return None
+        parts: list[str] = []
+        for write in reversed(self.writes):
+            if write.location() != where:
+                continue
+            if write.content is None or write.maybe or write.source is not None:
+                return None  # written on some paths only, copied, or with text known at run time
+            parts.append(write.content)
+            if not write.append:
+                return "".join(reversed(parts))
+        if self.read_file is None or where.startswith("/"):
+            return None
+        found = self.read_file(where)
+        return None if found is None else found + "".join(reversed(parts))
 
     # ---- bounds -------------------------------------------------------------------------------------
 

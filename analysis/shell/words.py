@@ -8,6 +8,7 @@ Each kind of word node has its expansion in :data:`_SEGMENTS`; ``${...}`` is :mo
 from __future__ import annotations
 
 import abc
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -20,9 +21,9 @@ from kernel import regex as linear
 
 EXPANSIONS = frozenset({"simple_expansion", "expansion", "command_substitution", "arithmetic_expansion",
                         "process_substitution"})
-BRACE = linear.compile(rf"\{{[^{{}}{linear.SPACE}]*(?:,|\.\.)[^{{}}{linear.SPACE}]*\}}")
-"""A brace expansion (``{a,b}``, ``{1..3}``). On Python's re this search took time quadratic in a word of commas
-after a ``{`` (``echo a{,,,...``: 40,000 commas took 2.7 s, a 1 MiB command half an hour)."""
+MAX_BRACE = 256
+"""The most words one word's brace expansion makes (``{a,b}{c,d}`` makes 4); more make it unknown."""
+_SEQUENCE = linear.compile(r"(-?[0-9]+)\.\.(-?[0-9]+)(?:\.\.(-?[0-9]+))?|([a-zA-Z])\.\.([a-zA-Z])(?:\.\.(-?[0-9]+))?")
 
 
 class Words(State, abc.ABC):
@@ -82,11 +83,11 @@ class Words(State, abc.ABC):
     def _plain(self, node: tree_sitter.Node, quoted: bool, first: bool) -> list[Seg]:
         raw = self.raw(node)
         text = self.src(node.start_byte, node.end_byte)
-        if not quoted and "{" in text and BRACE.search(text):
-            return [Seg(None, raw, quoted, causes=(raw,))]
         if first and not quoted and text.startswith("~"):
             return self.tilde(text, raw)
-        return [literal(unescape_word(text) if not quoted else text, quoted=quoted, raw=raw)]
+        if not quoted:
+            return brace_syntax(text, raw)
+        return [literal(text, quoted=quoted, raw=raw)]
 
     def _concatenation(self, node: tree_sitter.Node, quoted: bool, first: bool) -> list[Seg]:
         out: list[Seg] = []
@@ -98,11 +99,6 @@ class Words(State, abc.ABC):
                 out.append(literal("$", quoted=quoted))
                 continue
             out.extend(self.segments(child, quoted=quoted, first=first and i == 0))
-        if not quoted and any(s.text is not None and not s.quoted and "{" in s.text for s in out):
-            joined = "".join(s.text or "" for s in out if not s.quoted)
-            if BRACE.search(joined) or ("{" in joined and "}" in joined and "," in joined):
-                raw = self.raw(node)
-                return [Seg(None, raw, quoted, causes=(raw,))]
         return out
 
     def _arithmetic_expansion(self, node: tree_sitter.Node, quoted: bool, first: bool) -> list[Seg]:
@@ -307,6 +303,7 @@ _SEGMENTS: dict[str, _Expand] = {
     "arithmetic_expansion": Words._arithmetic_expansion,
     "process_substitution": Words._process_substitution,
     "$": lambda shell, node, quoted, first: [literal("$", quoted=quoted)],
+    "brace_expression": lambda shell, node, quoted, first: brace_syntax(shell.raw(node), shell.raw(node)),
 }
 """How each kind of word node expands (any other kind, a brace expression included, is unknown)."""
 
@@ -352,9 +349,169 @@ def one_word(segs: list[Seg], raw: str, line: int) -> Word:
                 else (), shown[:4096])
 
 
+def brace_syntax(text: str, raw: str) -> list[Seg]:
+    """Unquoted source text as segments: a backslash-escaped character is a literal, the rest brace syntax."""
+    if "\\" not in text:
+        return [Seg(text, raw, False, brace=True)]
+    out: list[Seg] = []
+    run = ""
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            if run:
+                out.append(Seg(run, raw, False, brace=True))
+                run = ""
+            escaped = text[i + 1:i + 2]
+            if escaped and escaped != "\n":  # a backslash-newline disappears
+                out.append(Seg(escaped, raw, True))
+            i += 2
+            continue
+        run += text[i]
+        i += 1
+    if run:
+        out.append(Seg(run, raw, False, brace=True))
+    return out
+
+
+_Token = tuple[str, Seg | None]
+"""One character of brace syntax (its text, None), or a segment brace expansion does not look into."""
+
+
+def brace_expand(segs: list[Seg]) -> list[list[Seg]] | None:
+    """Bash's brace expansion (bash(1) "Brace Expansion", braces.c ``brace_expand``) of one word: the first
+    unquoted ``{`` with a matching ``}`` holding an unquoted ``,`` at its level, or a sequence ``{x..y[..incr]}``
+    of integers or letters, makes one word per item, preamble and postscript kept, left to right, nested and
+    repeated braces expanded in turn; a ``{`` that opens no such expression is an ordinary character; ``${``
+    is not brace syntax. None when it makes more than :data:`MAX_BRACE` words (or the word is longer than
+    :data:`~analysis.shell.api.MAX_VALUE`)."""
+    tokens: list[_Token] = []
+    for s in segs:
+        if s.brace and s.text is not None:
+            tokens.extend((c, None) for c in s.text)
+        else:
+            tokens.append(("", s))
+    if len(tokens) > MAX_VALUE or _after_name(tokens):
+        return None
+    try:
+        return [_as_segs(t) for t in _expand_tokens(tokens, 0)]
+    except _TooMany:
+        return None
+
+
+class _TooMany(Exception):
+    """A brace expansion of more than :data:`MAX_BRACE` words, or nested deeper than ``MAX_DEPTH``."""
+
+
+def _after_name(tokens: list[_Token]) -> bool:
+    """A ``{`` right after ``$NAME``: bash expands braces first (``$X{a,b}`` is ``$Xa $Xb``), which the
+    segments, already expanded, no longer show."""
+    return any(c == "{" and seg is None and i > 0 and tokens[i - 1][1] is not None
+               and (tokens[i - 1][1] or Seg(None, "", False)).raw[:2] not in ("${", "$(", "$[")
+               and (tokens[i - 1][1] or Seg(None, "", False)).raw.startswith("$")
+               for i, (c, seg) in enumerate(tokens))
+
+
+def _as_segs(tokens: list[_Token]) -> list[Seg]:
+    out: list[Seg] = []
+    text = ""
+    for c, seg in tokens:
+        if seg is None:
+            text += c
+            continue
+        if text:
+            out.append(Seg(text, text, False))
+            text = ""
+        out.append(seg)
+    if text:
+        out.append(Seg(text, text, False))
+    return out
+
+
+def _matches(tokens: list[_Token]) -> dict[int, int]:
+    """Each brace-syntax ``{`` (not after ``$``) -> its matching ``}``, in one pass."""
+    stack: list[int] = []
+    found: dict[int, int] = {}
+    for i, token in enumerate(tokens):
+        if token == ("{", None) and not (i > 0 and tokens[i - 1] == ("$", None)):
+            stack.append(i)
+        elif token == ("}", None) and stack:
+            found[stack.pop()] = i
+    return found
+
+
+def _expand_tokens(tokens: list[_Token], depth: int) -> list[list[_Token]]:
+    if depth > MAX_DEPTH:
+        raise _TooMany
+    matches = _matches(tokens)
+    for opening in sorted(matches):
+        closing = matches[opening]
+        commas: list[int] = []
+        i = opening + 1
+        while i < closing:  # the commas at this level: nested braces jumped over
+            if i in matches:
+                i = matches[i] + 1
+                continue
+            if tokens[i] == (",", None):
+                commas.append(i)
+            i += 1
+        if len(commas) + 1 > MAX_BRACE:
+            raise _TooMany
+        items: list[list[_Token]] | None
+        if commas:
+            bounds = [opening, *commas, closing]
+            items = []
+            for a, b in itertools.pairwise(bounds):
+                items.extend(_expand_tokens(tokens[a + 1:b], depth + 1))
+                if len(items) > MAX_BRACE:
+                    raise _TooMany
+        else:
+            items = _sequence(tokens[opening + 1:closing])
+        if items is None:
+            continue  # not a brace expansion: this `{` is an ordinary character
+        rest = _expand_tokens(tokens[closing + 1:], depth + 1)
+        if len(items) * len(rest) > MAX_BRACE:
+            raise _TooMany
+        return [[*tokens[:opening], *item, *tail] for item in items for tail in rest]
+    return [tokens]
+
+
+def _sequence(inner: list[_Token]) -> list[list[_Token]] | None:
+    """``x..y[..incr]``: integers (zero-padded when either end is) or single letters; None when not one."""
+    if any(seg is not None for _, seg in inner):
+        return None
+    m = _SEQUENCE.fullmatch("".join(c for c, _ in inner))
+    if m is None:
+        return None
+    step = abs(int(m.group(3) or m.group(6) or 1)) or 1
+    if m.group(1) is not None:
+        first, last = int(m.group(1)), int(m.group(2))
+        if abs(last - first) // step + 1 > MAX_BRACE:
+            raise _TooMany
+        padded = any(g.lstrip("-").startswith("0") and len(g.lstrip("-")) > 1 for g in (m.group(1), m.group(2)))
+        width = max(len(m.group(1)), len(m.group(2))) if padded else 0
+        numbers = range(first, last + (1 if last >= first else -1), step if last >= first else -step)
+        texts = [f"{n:0{width}d}" if width else str(n) for n in numbers]
+    else:
+        a, b = ord(m.group(4)), ord(m.group(5))
+        texts = [chr(n) for n in range(a, b + (1 if b >= a else -1), step if b >= a else -step)]
+    return [[(c, None) for c in t] for t in texts]
+
+
 def split_fields(segs: list[Seg], raw: str, line: int, ifs_default: bool) -> list[Word]:
-    """Field splitting (IFS space, tab, newline) of the unquoted expansion results in a word; an unquoted
-    expansion that expands to nothing leaves no word."""
+    """Brace expansion (:func:`brace_expand`), then field splitting (IFS space, tab, newline) of the
+    unquoted expansion results in each word; an unquoted expansion that expands to nothing leaves no word."""
+    if any(s.brace and s.text is not None and "{" in s.text for s in segs):
+        variants = brace_expand(segs)
+        if variants is None:
+            return [Word(raw, None, line, unknown=(f"{raw[:200]} (a brace expansion of more than {MAX_BRACE} "
+                                                   "words, or after $NAME)",),
+                         shown=raw[:4096])]
+        if len(variants) > 1 or variants[0] != segs:
+            return [w for variant in variants for w in _split(variant, raw, line, ifs_default)]
+    return _split(segs, raw, line, ifs_default)
+
+
+def _split(segs: list[Seg], raw: str, line: int, ifs_default: bool) -> list[Word]:
     if any(s.split and s.text is None for s in segs) or (not ifs_default and any(s.split for s in segs)):
         return [one_word(segs, raw, line)]
     fields: list[list[Seg]] = []

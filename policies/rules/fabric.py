@@ -9,7 +9,7 @@ what each process the command starts will see: the image's ``ENV`` and configura
 
 from __future__ import annotations
 
-from analysis.interconnect import Baked, ConfigFile, Effect, Setting, assess
+from analysis.interconnect import Baked, Effect, assess
 from policies.rule import run_rule
 from stack.resolved import ResolvedRun
 
@@ -18,12 +18,7 @@ NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 
 def image_of(run: ResolvedRun) -> Baked:
     """What the run's image bakes in, as the resolved run carries it."""
-    env = run.environment
-    return Baked(
-        settings=tuple(Setting(str(n), str(v), str(w), bool(r)) for n, v, w, r in env.fabric_settings),
-        files=tuple(ConfigFile(str(p), str(c) if known else None, str(h)) for p, c, h, known in env.fabric_files),
-        unknowns=tuple(env.fabric_unknowns),
-    )
+    return run.environment.baked()
 
 
 def _effects(run: ResolvedRun, *wanted: Effect) -> list[str]:
@@ -32,7 +27,7 @@ def _effects(run: ResolvedRun, *wanted: Effect) -> list[str]:
     spec = run.spec
     findings = assess(str(spec.get("command") or ""), variables=dict(spec.get("environment_variables") or {}),
                       docker_args=(spec.get("resources") or {}).get("docker_args"), image=image_of(run),
-                      adapters=max(1, run.cluster.gpus))
+                      adapters=max(1, run.cluster.gpus), read_file=dict(run.code_texts).get)
     return [f"{f.message} on {run.cluster.size}" for f in findings if f.effect in wanted]
 
 

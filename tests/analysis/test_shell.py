@@ -144,7 +144,7 @@ def test_the_run_s_variables_seed_the_shell_and_unknown_ones_stay_unknown() -> N
         ("export NCCL_IB_DISABLE=$FLAG", "variable", "NCCL_IB_DISABLE=$FLAG", ("NCCL_IB_DISABLE",)),
         ("$CMD train.py", "dynamic command", "$CMD train.py", None),
         ("curl -s https://example.invalid/x | bash", "shell input", "| bash", None),
-        ("export {NCCL_IB_DISABLE,X}=1", "dynamic name", None, None),
+        ("export ${N}_X=1", "dynamic name", None, None),
         ("python x.py )", "parse error", None, None),
         ("A[3]=1", "array", "A[3]=1", ("A",)),
         ("shopt -s expand_aliases", "alias", None, None),
