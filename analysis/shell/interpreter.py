@@ -127,7 +127,9 @@ class Shell(Commands):
             self.pop(frame, merge="maybe")
         return Result("unknown" if result.status != "likely" else "likely", None)
 
-    def and_or(self, node: tree_sitter.Node, stdin: str | None) -> Result:
+    def and_or(self, node: tree_sitter.Node, stdin: str | None,
+               tail: tuple[tree_sitter.Node, ...] = ()) -> Result:
+        """``a && b || c``; ``tail``: redirections of the last command (:meth:`with_redirects`)."""
         items: list[tuple[str, tree_sitter.Node]] = []
         current = node
         while current.type == "list" and current.child_count >= 3:  # left-recursive: walk down iteratively
@@ -139,14 +141,18 @@ class Shell(Commands):
         items.reverse()
         result = OK
         outputs: list[str | None] = []
+        last = items[-1][1]
+
+        def run(child: tree_sitter.Node) -> Result:
+            if tail and child is last:
+                self.tick()
+                return self.with_redirects(child, tail, stdin, self.raw(child), self.where(child))
+            return self.statement(child, stdin)
         for op, child in items:
             runs = _runs_after(op, result.status)
             if runs == "no":
                 continue
-            if runs == "yes":
-                result = self.statement(child, stdin)
-            else:
-                result = self.region(lambda child=child: self.statement(child, stdin))  # type: ignore[misc]
+            result = run(child) if runs == "yes" else self.region(lambda child=child: run(child))  # type: ignore[misc]
             outputs.append(result.output)
         return Result(result.status, _join(outputs))
 
@@ -167,12 +173,21 @@ class Shell(Commands):
         body = node.child_by_field_name("body")
         redirect_nodes = [c for c in node.named_children if c.type in REDIRECTS]
         redirect_nodes = [r for n in redirect_nodes for r in flatten_redirects(n)]
+        return self.with_redirects(body, tuple(redirect_nodes), stdin, self.raw(node), self.where(node))
+
+    def with_redirects(self, body: tree_sitter.Node | None, redirect_nodes: tuple[tree_sitter.Node, ...],
+                       stdin: str | None, raw: str, where: Where) -> Result:
         if body is not None and body.type == "command":
-            return self.simple(body, tuple(redirect_nodes), stdin)
+            return self.simple(body, redirect_nodes, stdin)
+        if body is not None and body.type == "list":
+            # tree-sitter-bash hangs the redirection of `mkdir -p d && echo X=1 > d/f` on the whole list; in
+            # bash's grammar (bash(1), SHELL GRAMMAR: a list is pipelines joined by && and ||, a redirection
+            # belongs to its simple command) it is the last command's own
+            return self.and_or(body, stdin, redirect_nodes)
         redirects = tuple(self.redirect(r) for r in redirect_nodes)
         data = stdin_of(redirects, stdin)
         result = self.statement(body, data) if body is not None else OK
-        return Result(result.status, self.route_output(result.output, redirects, self.raw(node), self.where(node)))
+        return Result(result.status, self.route_output(result.output, redirects, raw, where))
 
     def if_statement(self, node: tree_sitter.Node, stdin: str | None) -> Result:
         # children: if <condition...> then <body...> (elif_clause | else_clause)* fi

@@ -1007,3 +1007,107 @@ def test_every_value_the_masker_hides_has_a_finding(masked_attacks: tuple[Any, d
         assert holders, f"a hidden value {value[:6]}... is in no attack: masked outside the jobs"
         assert set(holders) <= flagged, f"{holders} hide a value but have no secret finding"
     assert flagged == {job["name"] for _, job, _, _ in MASKED_ATTACKS}
+
+
+# ------------------------------------------------------------------------- what bash and the launchers follow
+
+_TRAIN = "python train_ddp.py --epochs 1"
+_CODE_FILES = {
+    "env.sh": "export NCCL_IB_DISABLE=1\n",
+    "ok.sh": "export NCCL_IB_DISABLE=0\n",
+    "launch.sh": f"#!/bin/bash\nexport NCCL_NET=Socket\n{_TRAIN}\n",
+    "conf/nccl.conf": "NCCL_IB_DISABLE=1\n",
+    "conf/mca.conf": "pml = ob1\n",
+    ".deepspeed_env": "NCCL_IB_DISABLE=1\nPYTHONPATH=.\n",
+    "hostfile": "worker-0 slots=8\nworker-1 slots=8\n",
+}
+"""Files of the run's code folder (``jobs/workloads`` in the test project) the attacks below name."""
+
+FOLLOW_ATTACKS: list[tuple[str, str, dict[str, str], str]] = [
+    # (attack, command, environment_variables, what the finding names)
+    ("BASH_ENV as a prefix of bash -c", f"BASH_ENV=./env.sh bash -c '{_TRAIN}'", {}, "in BASH_ENV ./env.sh"),
+    ("BASH_ENV in environment_variables", _TRAIN, {"BASH_ENV": "./env.sh"}, "in BASH_ENV ./env.sh"),
+    ("BASH_ENV naming a file the command wrote",
+     f"echo 'export NCCL_NET=Socket' > /tmp/e.sh && BASH_ENV=/tmp/e.sh bash -c '{_TRAIN}'", {},
+     "NCCL_NET='Socket' (the command, line 1 (in BASH_ENV /tmp/e.sh)"),
+    ("~/.nccl.conf under a changed HOME",
+     f"mkdir -p /tmp/x && echo NCCL_IB_DISABLE=1 > /tmp/x/.nccl.conf && HOME=/tmp/x {_TRAIN}", {},
+     "/tmp/x/.nccl.conf (written by the command"),
+    ("a relative write after cd in a subshell",
+     f"(cd /tmp && echo NCCL_IB_DISABLE=1 > .nccl.conf); HOME=/tmp {_TRAIN}", {}, "/tmp/.nccl.conf (written by"),
+    ("NCCL_CONF_FILE through /proc/self/cwd",
+     f"echo NCCL_IB_DISABLE=1 > my.conf; NCCL_CONF_FILE=/proc/self/cwd/my.conf {_TRAIN}", {},
+     "my.conf (written by the command"),
+    ("bash ./launch.sh", "bash ./launch.sh", {}, "(in bash ./launch.sh)"),
+    ("sh launch.sh", "sh launch.sh", {}, "(in sh launch.sh)"),
+    ("./launch.sh run as a program", "./launch.sh", {}, "(in bash ./launch.sh)"),
+    (". ./env.sh", f". ./env.sh && {_TRAIN}", {}, "(in . ./env.sh)"),
+    ("source env.sh", f"source env.sh; {_TRAIN}", {}, "(in source env.sh)"),
+    ("source of a file the command wrote",
+     f"printf 'export NCCL_IB_DISABLE=1' > /tmp/e.sh; . /tmp/e.sh; {_TRAIN}", {}, "(in . /tmp/e.sh)"),
+    ("busybox sh -c", f"busybox sh -c 'export NCCL_IB_DISABLE=1; {_TRAIN}'", {}, "(in sh -c at line 1)"),
+    ("su -c", f"su -c 'NCCL_IB_DISABLE=1 {_TRAIN}'", {}, "(in bash -c at line 1)"),
+    ("su --login root -c", f"su --login root -c 'cd /tmp && NCCL_NET=socket {_TRAIN}'", {}, "NCCL_NET='socket'"),
+    ("xargs env", "echo --epochs 1 | xargs env NCCL_IB_DISABLE=1 python train_ddp.py", {}, "NCCL_IB_DISABLE='1'"),
+    ("mpiexec -genv (Hydra)", f"mpiexec -genv NCCL_IB_DISABLE 1 -n 2 {_TRAIN}", {}, "mpirun options"),
+    ("mpirun -x", f"mpirun -x NCCL_IB_DISABLE=1 -np 2 {_TRAIN}", {}, "mpirun options"),
+    ("Open MPI parameter file of the code folder", f"mpirun -np 2 {_TRAIN}",
+     {"OMPI_MCA_mca_base_param_files": "conf/mca.conf"}, "conf/mca.conf (a file of the code folder)"),
+    ("env -S", f"env -S 'NCCL_IB_DISABLE=1 {_TRAIN}'", {}, "NCCL_IB_DISABLE='1'"),
+    (".deepspeed_env of the code folder", "deepspeed --hostfile hostfile train_ddp.py --epochs 1", {},
+     ".deepspeed_env (a file of the code folder), exported by deepspeed"),
+    ("brace expansion of a name", f"env NCCL_{{IB_DISABLE,DEBUG}}=1 {_TRAIN}", {}, "NCCL_IB_DISABLE='1'"),
+    ("brace expansion of a file name", f"echo NCCL_NET=Socket | tee {{/etc/nccl.conf,/dev/null}}; {_TRAIN}", {},
+     "/etc/nccl.conf (written by the command"),
+    ("NCCL_CONF_FILE naming a file of the code folder", _TRAIN, {"NCCL_CONF_FILE": "conf/nccl.conf"},
+     "conf/nccl.conf (a file of the code folder)"),
+]
+
+FOLLOW_BENIGN: list[tuple[str, str, dict[str, str], int]] = [
+    # (case, command, environment_variables, instance_count): followed, and InfiniBand stays on
+    ("BASH_ENV naming a file that sets 0", f"BASH_ENV=./ok.sh bash -c '{_TRAIN}'", {}, 2),
+    ("BASH_ENV under sh, which reads no startup file", f"BASH_ENV=./env.sh sh -c '{_TRAIN}'", {}, 2),
+    ("BASH_ENV under bash --posix", f"BASH_ENV=./env.sh bash --posix -c '{_TRAIN}'", {}, 2),
+    ("a sourced script that sets 0", f"source ok.sh && {_TRAIN}", {}, 2),
+    ("a script outside the code folder: unknown, not missing", f"source /opt/env.sh && {_TRAIN}", {}, 2),
+    ("env -S with ${NAME}: unknown, not missing", f"env -S 'NCCL_IB_DISABLE=${{X}} {_TRAIN}'", {}, 2),
+    (".deepspeed_env without a hostfile: one node, the file not read", "deepspeed train_ddp.py --epochs 1", {}, 2),
+    ("mpiexec -genv NCCL_IB_DISABLE 0", f"mpiexec -genv NCCL_IB_DISABLE 0 -n 2 {_TRAIN}", {}, 2),
+    ("a single-node run sourcing env.sh", f"source env.sh; {_TRAIN}", {}, 1),
+]
+
+
+def test_what_bash_and_the_launchers_follow_is_followed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36 point 4: files bash sources (``BASH_ENV``, ``source``, ``bash script.sh``, ``./script.sh``),
+    configuration files reached another way (a changed ``HOME``, ``cd`` in a subshell, ``/proc/self/cwd``, the code
+    folder), shells and wrappers (``busybox sh``, ``su -c``, ``xargs``, ``env -S``), MPI launchers' options, DeepSpeed's
+    ``.deepspeed_env`` and brace expansion. Each 2-node InfiniBand run that switches InfiniBand off fails the plan,
+    the finding naming what was read; the benign ones pass that rule."""
+    from tests.reliability.test_corpus import RUN, J, good_config
+
+    config = good_config()
+    runs = []
+    for i, (_, command, variables, _) in enumerate(FOLLOW_ATTACKS):
+        runs.append({**RUN, "name": f"attack-{i:02d}", "command": command, "environment_variables": variables})
+    for i, (_, command, variables, nodes) in enumerate(FOLLOW_BENIGN):
+        runs.append({**RUN, "name": f"benign-{i:02d}", "command": command, "environment_variables": variables,
+                     "resources": {"instance_count": nodes}})
+    config[J] = runs
+    project = make_project(tmp_path / "project", config, stack="case")
+    for relative, content in _CODE_FILES.items():
+        path = project / "jobs" / "workloads" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    outcome = plan_in_process(project, capsys, stack="case")
+    assert outcome.code == 1, outcome.out + outcome.err
+    assert "Traceback" not in outcome.out + outcome.err
+    failures: dict[str, list[str]] = {}
+    for line in outcome.out.splitlines():
+        if "run-infiniband-disabled  [high]" in line:
+            failures.setdefault(line.split("run '")[1].split("'")[0], []).append(line)
+    missed = [(attack, says, failures.get(f"attack-{i:02d}")) for i, (attack, _, _, says) in enumerate(FOLLOW_ATTACKS)
+              if not any(says in line for line in failures.get(f"attack-{i:02d}", []))]
+    assert missed == [], outcome.out[-4000:]
+    alarms = {case: failures[f"benign-{i:02d}"] for i, (case, *_) in enumerate(FOLLOW_BENIGN)
+              if f"benign-{i:02d}" in failures}
+    assert alarms == {}
