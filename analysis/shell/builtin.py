@@ -103,7 +103,9 @@ class Builtins(Declarations):
         if sourced is None:
             self.unknown("source", call.raw, call.where)
             return Result("likely", None)
-        return self.nested_here(sourced, call.env_over, call.where, f"{call.name} {path}", first_line=1)
+        text = sourced
+        return self.guarded(lambda: self.nested_here(text, call.env_over, call.where, f"{call.name} {path}",
+                                                     first_line=1), call.raw, call.where, here=True)
 
     def _set(self, call: _Call) -> Result:
         self.set_options(call.values)

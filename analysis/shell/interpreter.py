@@ -440,7 +440,7 @@ class Shell(Commands):
                 if startup:
                     self.bash_env(environ, where, raw, within)
                 return self.run_text(text, first_line=first_line, within=within)
-            self.scoped(run, "exit", "return", "break", "continue")
+            self.guarded(lambda: self.scoped(run, "exit", "return", "break", "continue"), raw, where, here=False)
         finally:
             self.pop(frame, merge="discard")
         return Result("likely", None)
@@ -472,10 +472,7 @@ class Shell(Commands):
 
         def run() -> Result:
             return self.run_text(text, first_line=1, within=(*within, label))
-        if maybe:
-            self.region(run)
-        else:
-            run()
+        self.guarded(lambda: self.region(run) if maybe else run(), f"BASH_ENV={value}", where, here=True)
 
 
 _Run = Callable[[Shell, tree_sitter.Node, str | None], Result]

@@ -166,6 +166,8 @@ class State:
         self.label = label
         self.platform = platform
         self.read_file = read_file
+        self.guard_stops: set[tuple[str, str]] = set()
+        """The texts :meth:`guarded` stopped inside, said once each."""
         self.scripts = False
         """A program named by a path whose file :meth:`file_text` knows is run as the shell script it is."""
         self.placeholders = placeholders
@@ -248,6 +250,39 @@ class State:
                                 else stop.message, stop.kind)
             if sets:
                 self.forget(names_set(node, self.text.src), self.where(node))
+            return Result("unknown", None)
+        finally:
+            self.ceiling = outer
+
+    def guarded(self, run: Callable[[], Result], construct: str, where: Where, *, here: bool) -> Result:
+        """Run a text another file or shell brings (``source``, ``BASH_ENV``, ``bash script.sh``, ``bash -c``)
+        as :meth:`bounded` runs a loop: past 7/8 of the steps left, or past the nesting bound inside it (nine
+        scripts each sourcing the next), exploring stops inside it and the evaluation goes on after it, and an
+        :class:`Unknown` names it. ``here``: the text runs in this shell (``source``, ``BASH_ENV``): what it
+        did not get to may set any variable, so every variable set so far may now hold an unknown value."""
+        start, outer = self.steps, self.ceiling
+        own = self.ceiling = start + (outer - start) * 7 // 8
+        saved = (self.frame, self.depth, self.nesting, self.text, self.maybe)
+        try:
+            return run()
+        except Stop as stop:
+            if stop.kind == "timeout" or self.steps > outer:
+                raise
+            self.frame, self.depth, self.nesting, self.text, self.maybe = saved
+            self.ceiling = outer
+            self.partial = True
+            why = "too many evaluation steps" if stop.kind == "too large" and self.steps > own else stop.message
+            said = short(f"{short(construct, 64)} (stopped inside it: {why})")
+            if (stop.kind, said) not in self.guard_stops:  # once per construct: recursion meets it at each level
+                self.guard_stops.add((stop.kind, said))
+                self.unknowns.append(Unknown(stop.kind, said, where))
+            if here:
+                names: dict[str, bool] = {}
+                frame: Frame | None = self.frame
+                while frame is not None:
+                    names.update(dict.fromkeys(frame.vars, False))
+                    frame = frame.parent
+                self.forget({n: False for n in names if n not in self.platform}, where)
             return Result("unknown", None)
         finally:
             self.ceiling = outer

@@ -167,3 +167,13 @@ def test_where_a_write_lands(text: str, path: str, content: str) -> None:
 def test_a_write_from_an_unknown_directory_lands_nowhere_known() -> None:
     (write,) = evaluate("cd $DIR && echo A=1 > f").writes
     assert write.location() is None
+
+
+def test_scripts_nested_past_the_bound_stop_inside_not_after() -> None:
+    """Nine scripts each sourcing the next (bash follows them all) pass the nesting bound (8): exploring stops
+    inside the chain, said once, and the statements after it are evaluated; what the chain set is unknown."""
+    files = {f"c{i}.sh": f"export A=1\n. ./c{i + 1}.sh\n" for i in range(9)} | {"c9.sh": "export A=0\n"}
+    script = evaluate(". ./c0.sh; B=1 python x.py", read_file=files.get)
+    assert _python_env(script, "B") == ["1"]
+    assert None in (_python_env(script, "A") or [])
+    assert [u.kind for u in script.unknowns] == ["too deep"]

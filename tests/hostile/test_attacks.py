@@ -1020,6 +1020,7 @@ _CODE_FILES = {
     "conf/mca.conf": "pml = ob1\n",
     ".deepspeed_env": "NCCL_IB_DISABLE=1\nPYTHONPATH=.\n",
     "hostfile": "worker-0 slots=8\nworker-1 slots=8\n",
+    "loop.sh": ". ./loop.sh\nbash loop.sh\n",
 }
 """Files of the run's code folder (``jobs/workloads`` in the test project) the attacks below name."""
 
@@ -1061,6 +1062,8 @@ FOLLOW_ATTACKS: list[tuple[str, str, dict[str, str], str]] = [
      "/etc/nccl.conf (written by the command"),
     ("NCCL_CONF_FILE naming a file of the code folder", _TRAIN, {"NCCL_CONF_FILE": "conf/nccl.conf"},
      "conf/nccl.conf (a file of the code folder)"),
+    ("a script sourcing itself before the setting (the nesting bound)", f". ./loop.sh; NCCL_IB_DISABLE=1 {_TRAIN}", {},
+     "NCCL_IB_DISABLE='1' (the command, line 1)"),
 ]
 
 FOLLOW_BENIGN: list[tuple[str, str, dict[str, str], int]] = [
