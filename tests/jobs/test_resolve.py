@@ -309,3 +309,27 @@ def test_code_findings_are_relative_sorted_paths_never_content(root: Path) -> No
     run = resolve_one(root)
     assert run.code_findings == ("deploy/id_rsa", "z_id_rsa_copy")
     assert "PRIVATE" not in json.dumps(run.to_props())
+
+
+def test_the_code_folder_files_the_interconnect_reading_reads_travel_with_the_run(root: Path) -> None:
+    """A multi-node InfiniBand run carries the code folder's files its interconnect reading read (what it
+    sources, ``BASH_ENV``, an ``NCCL_CONF_FILE``), and nothing else; through the props and back, as the policy
+    pack receives it. A single-node run, or one that reads no file, carries nothing and its props have no key."""
+    from stack.resolved import CODE_TEXTS_FILES, ResolvedRun
+
+    (root / "src" / "env.sh").write_text("export NCCL_IB_DISABLE=1\n")
+    (root / "src" / "unread.sh").write_text("export NCCL_NET=Socket\n")
+    (root / "src" / "nccl.conf").write_text("NCCL_IB_DISABLE=1\n")
+    command = "BASH_ENV=./env.sh bash -c 'python train.py'"
+    run = resolve_one(root, command=command, resources={"instance_count": 2},
+                      environment_variables={"NCCL_CONF_FILE": "nccl.conf"})
+    assert run.code_texts == (("env.sh", "export NCCL_IB_DISABLE=1\n"), ("nccl.conf", "NCCL_IB_DISABLE=1\n"))
+    props = json.loads(json.dumps(run.to_props()))
+    assert ResolvedRun.from_props(props).code_texts == run.code_texts
+    for single in (resolve_one(root, command=command), resolve_one(root, resources={"instance_count": 2})):
+        assert single.code_texts == () and "code_texts" not in single.to_props()
+    for i in range(CODE_TEXTS_FILES + 4):
+        (root / "src" / f"s{i}.sh").write_text("true\n")
+    many = resolve_one(root, resources={"instance_count": 2},
+                       command="; ".join(f"source s{i}.sh" for i in range(CODE_TEXTS_FILES + 4)) + "; python train.py")
+    assert len(many.code_texts) == CODE_TEXTS_FILES

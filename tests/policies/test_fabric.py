@@ -497,3 +497,41 @@ def test_a_built_environment_s_config_file_reaches_the_rule(tmp_path: Path) -> N
     (message,) = run_infiniband_disabled.check(run)
     assert "NCCL_IB_DISABLE='1' (/etc/nccl.conf (RUN at line" in message
     assert run_infiniband_setting_unclear.check(run) == []
+
+
+_CODE = {"env.sh": "export NCCL_IB_DISABLE=1\n", "zero.sh": "export NCCL_IB_DISABLE=0\n",
+         ".deepspeed_env": " NCCL_IB_DISABLE = 1 \nOMPI_MCA_pml=ob1\n", "ucx.env": "UCX_TLS=tcp\n",
+         "conf/mca.conf": "pml = ob1\n"}
+
+
+@pytest.mark.parametrize(
+    ("command", "variables", "effect"),
+    [
+        ("python train.py", {"BASH_ENV": "env.sh"}, "off"),  # the command's own bash sources it first
+        ("python train.py", {"BASH_ENV": "zero.sh"}, None),
+        ("python train.py", {"BASH_ENV": "missing.sh"}, "cannot tell"),
+        ("BASH_ENV=env.sh dash -c 'python train.py'", {}, None),
+        ("deepspeed -H hosts train.py", {}, "off"),  # add_export strips both sides; OMPI_ is not exported
+        ("deepspeed --hostfile=hosts train.py", {}, "off"),
+        ("deepspeed --hostfile hosts --no_ssh train.py", {}, None),
+        ("deepspeed train.py", {}, None),
+        ("DS_ENV_FILE=ucx.env deepspeed -H hosts train.py", {}, "off"),
+        ("deepspeed -H hosts train.py", {"DS_ENV_FILE": "none.env"}, None),
+        ("echo NCCL_IB_DISABLE=1 > ~/.deepspeed_env; deepspeed -H hosts train.py", {}, "off"),
+        ("mpiexec -genv NCCL_NET Socket -n 16 python train.py", {}, "off"),
+        ("mpiexec -env UCX_TLS tcp -n 16 python train.py", {}, "off"),
+        ("mpiexec -genv $NAME 1 -n 16 python train.py", {}, "cannot tell"),
+        ("mpiexec -genv NCCL_DEBUG INFO -n 16 python train.py", {}, None),
+        ("mpirun -np 16 python train.py", {"OMPI_MCA_mca_base_param_files": "conf/mca.conf"}, "off"),
+        ("cd conf && NCCL_CONF_FILE=/proc/self/cwd/../x.conf python ../train.py", {}, "cannot tell"),
+    ],
+)
+def test_what_scripts_launchers_and_the_code_folder_give(command: str, variables: dict[str, str],
+                                                       effect: str | None) -> None:
+    """Issue 36 point 4, at the interconnect's level: ``BASH_ENV`` (bash(1) INVOCATION), DeepSpeed's
+    ``.deepspeed_env`` (deepspeed/launcher/runner.py: with a hostfile, exported to every node), Hydra's
+    ``-genv``/``-env``, Open MPI's parameter files and NCCL's configuration file named through ``/proc/self/cwd``,
+    with the code folder's files given by a reader."""
+    findings = assess(command, variables=variables, read_file=_CODE.get)
+    effects = {f.effect for f in findings}
+    assert next((e for e in ("off", "cannot tell", "no effect") if e in effects), None) == effect, findings
