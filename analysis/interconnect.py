@@ -250,7 +250,7 @@ def assess(command: str | None, *, variables: Mapping[str, str], docker_args: st
     # Azure ML runs the command with a non-interactive bash (docs/security.md, "The shell evaluator"): a
     # BASH_ENV of environment_variables or the image is sourced first; `./launch.sh` runs as the script it is.
     script = shell.evaluate(command or "", environment=list(seed.values()), platform=PLATFORM, placeholders={},
-                            read_file=read_file, startup=True, scripts=True)
+                            read_file=_reader(image, read_file), startup=True, scripts=True)
     processes = _processes(script)
     seen: list[Setting] = []
     if not processes:
@@ -270,6 +270,19 @@ def assess(command: str | None, *, variables: Mapping[str, str], docker_args: st
     findings += [Finding("cannot tell", f"{u}: what it writes is not known before the build")
                  for u in image.unknowns]
     return list(dict.fromkeys(findings))
+
+
+def _reader(image: Baked, read_file: Reader | None) -> Reader:
+    """What the shell reads (``source``, ``BASH_ENV``, ``bash FILE``): an absolute path is the image's file
+    when the image's files hold it (an image's ``ENV BASH_ENV`` is read so once :func:`baked` keeps its file),
+    a relative one the code folder's."""
+    held = {f.path: f.content for f in image.files}
+
+    def read(path: str) -> str | None:
+        if path.startswith("/"):
+            return held.get(path)
+        return read_file(path) if read_file is not None else None
+    return read
 
 
 def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image: Baked,

@@ -202,7 +202,8 @@ class State:
     def file_text(self, path: str | None) -> str | None:
         """The text of the file at ``path`` (from the current directory) that ``source``, ``bash FILE`` or
         ``BASH_ENV`` reads: what this text wrote there last when it wrote it whole (``>``, then ``>>``
-        appends), else the code folder's file (:attr:`read_file`); None when not known."""
+        appends), else what the caller's :attr:`read_file` gives for it (relative to where the text starts,
+        or absolute); None when not known."""
         where = resolve_proc(path, self.frame.cwd)
         if where is None:
             return None
@@ -215,7 +216,7 @@ class State:
             parts.append(write.content)
             if not write.append:
                 return "".join(reversed(parts))
-        if self.read_file is None or where.startswith("/"):
+        if self.read_file is None:
             return None
         found = self.read_file(where)
         return None if found is None else found + "".join(reversed(parts))

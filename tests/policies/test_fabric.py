@@ -535,3 +535,13 @@ def test_what_scripts_launchers_and_the_code_folder_give(command: str, variables
     findings = assess(command, variables=variables, read_file=_CODE.get)
     effects = {f.effect for f in findings}
     assert next((e for e in ("off", "cannot tell", "no effect") if e in effects), None) == effect, findings
+
+
+def test_an_image_bash_env_is_sourced_from_the_image_s_files() -> None:
+    """The hook for an image's ``ENV BASH_ENV``: the setting seeds the command's bash, which sources the file
+    from the image's files when they hold it; a file they do not hold cannot be told."""
+    setting = (interconnect.Setting("BASH_ENV", "/etc/bashenv.sh", "Dockerfile ENV at line 2"),)
+    held = interconnect.Baked(settings=setting, files=(interconnect.ConfigFile(
+        "/etc/bashenv.sh", "export NCCL_NET=Socket\n", "RUN at line 3"),))
+    assert _effect(image=held) == "off"
+    assert _effect(image=interconnect.Baked(settings=setting)) == "cannot tell"
