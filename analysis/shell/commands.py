@@ -31,7 +31,7 @@ from analysis.shell.patterns import unescape_heredoc
 from analysis.shell.state import REDIRECTS, Function, Prefix, Result, cause_kind, is_name, short, single_value
 from analysis.shell.words import as_assignment, one_word, split_fields
 
-SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "ash", "busybox"})
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "ash"})
 _TESTS = frozenset({"test", "[", "[[", "grep", "egrep", "fgrep", "which", "type", "hash", "cmp", "diff", "pgrep"})
 
 
@@ -179,7 +179,7 @@ class Commands(Builtins):
         if words and posixpath.basename(words[0]) == "env":
             words = [w for w in words[1:] if not w.startswith("-")]
         shell = posixpath.basename(words[0]) if words else ""
-        return shell if shell in SHELLS - {"busybox"} else None
+        return shell if shell in SHELLS else None
 
     def unwrap(self, words: list[Word], where: Where) -> tuple[
             list[Word], list[str], bool, list[str], str | None, list[tuple[str, Word]], bool]:
@@ -224,6 +224,8 @@ class Commands(Builtins):
                 if not rest:
                     break
                 argv = rest
+            elif name == "busybox" and len(argv) > 1:
+                argv = argv[1:]  # busybox(1): `busybox APPLET [ARGS]` runs the applet (sh, env, xargs...)
             elif name == "su":
                 shell_argv, login, preserve, home = _su_options(argv[0], argv[1:])
                 if shell_argv is None:

@@ -26,7 +26,7 @@ from analysis.shell.api import (
     Where,
     Word,
 )
-from analysis.shell.commands import SHELLS, Commands, flatten_redirects, stdin_of
+from analysis.shell.commands import Commands, flatten_redirects, stdin_of
 from analysis.shell.conditions import NEGATED
 from analysis.shell.patterns import any_match, bracket_escapes
 from analysis.shell.state import OK, REDIRECTS, Flow, Function, Result, Stop, Text, cause_kind
@@ -363,18 +363,9 @@ class Shell(Commands):
     def child_shell(self, argv: list[Word], environ: Environ, where: Where, raw: str,
                     stdin: str | None) -> Result:
         """``bash -c BODY [name args...]``, ``bash <<EOF``, ``bash script.sh``: a new shell process, which
-        receives only the environment (exported variables). ``busybox sh ...`` is its ``sh`` applet
-        (busybox(1): ``busybox APPLET [ARGS]``). A non-interactive bash first sources ``$BASH_ENV``
-        (:meth:`bash_env`)."""
+        receives only the environment (exported variables). A non-interactive bash first sources
+        ``$BASH_ENV`` (:meth:`bash_env`)."""
         shell = posixpath.basename(argv[0].value or "sh")
-        if shell == "busybox":
-            if len(argv) < 2 or argv[1].value is None:
-                self.unknown("dynamic command", raw, where)
-                return Result("likely", None)
-            if argv[1].value not in SHELLS - {"busybox"}:
-                return self.external(argv[1].value, argv[1:], where, raw, stdin)
-            argv = argv[1:]
-            shell = posixpath.basename(argv[0].value or "sh")
         i = 1
         command_mode = False
         startup = shell == "bash"  # bash(1): a shell named sh reads no startup file when not interactive

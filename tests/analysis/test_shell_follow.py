@@ -113,6 +113,7 @@ def test_a_program_with_another_interpreter_is_not_read_as_a_script() -> None:
     ("text", "seen", "home"),
     [
         ("busybox sh -c 'export NCCL_IB_DISABLE=1; python x.py'", ["1"], None),
+        ("/bin/busybox env NCCL_IB_DISABLE=1 python x.py", ["1"], None),
         ("su -c 'NCCL_IB_DISABLE=1 python x.py'", ["1"], ["/root"]),
         ("su root -c 'NCCL_IB_DISABLE=1 python x.py'", ["1"], ["/root"]),
         ("su --command='NCCL_IB_DISABLE=1 python x.py' -m", ["1"], None),
