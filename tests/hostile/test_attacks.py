@@ -1080,6 +1080,7 @@ FOLLOW_BENIGN: list[tuple[str, str, dict[str, str], int]] = [
 ]
 
 
+@pytest.mark.slow
 def test_what_bash_and_the_launchers_follow_is_followed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 36 point 4: files bash sources (``BASH_ENV``, ``source``, ``bash script.sh``, ``./script.sh``),
     configuration files reached another way (a changed ``HOME``, ``cd`` in a subshell, ``/proc/self/cwd``, the code
