@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from analysis.topology import Launch
+from stack.inputs import Folded, of_inputs
 
 RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
 """The Pulumi type token of the component that carries a resolved run."""
@@ -113,6 +114,17 @@ class ResolvedRun:
     launch_unknowns: tuple[str, ...] = field(default=())
     """What in the command could not be followed and may start processes (``eval``, ``source``, a script
     outside the code folder)."""
+    given_values: tuple[Folded, ...] = field(default=())
+    """What the run's pipeline or sweep gives its placeholders and its spec does not show: a step input bound to
+    a literal pipeline input, a sweep's ``choice`` values (:mod:`stack.inputs`). Its own literal inputs are in
+    ``spec["inputs"]``."""
+
+    def placeholder_values(self) -> list[Folded]:
+        """Every placeholder value the stack file states for this run: its literal inputs, then what its
+        pipeline or sweep gives (:mod:`stack.inputs`)."""
+        whose = "the run's" if self.part_of is None else "the sweep's" if self.name.endswith("/trial") \
+            else "the step's"
+        return [*of_inputs(self.spec.get("inputs") or {}, whose), *self.given_values]
 
     @property
     def instance_count(self) -> int:
@@ -140,6 +152,9 @@ class ResolvedRun:
             props["environment"][key] = [list(s) for s in getattr(self.environment, key)]
         props["environment"]["fabric_unknowns"] = list(self.environment.fabric_unknowns)
         props["launches"] = [launch.to_props() for launch in self.launches]
+        props.pop("given_values")
+        if self.given_values:  # only where a pipeline or sweep gives values: every other run's props as before
+            props["given_values"] = [f.to_props() for f in self.given_values]
         return props
 
     @classmethod
@@ -163,6 +178,7 @@ class ResolvedRun:
             launcher_script=props.get("launcher_script"),
             part_of=props.get("part_of"),
             launches=tuple(Launch.from_props(launch) for launch in props.get("launches") or ()),
+            given_values=tuple(Folded.from_props(f) for f in props.get("given_values") or ()),
             **{key: tuple(props.get(key) or ()) for key in _STRING_TUPLES},
         )
 
