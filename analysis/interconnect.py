@@ -24,8 +24,15 @@ from kernel import regex as linear
 WATCHED = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_NET", "OMPI_MCA_pml", "OMPI_MCA_btl", "UCX_TLS",
            "UCX_NET_DEVICES")
 """The variables that can take a run off InfiniBand."""
-STEERING = ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files", "HOME")
-"""Variables that choose which configuration files the libraries read."""
+STEERING = ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files", "HOME", "BASH_ENV")
+"""Variables that choose which configuration files the libraries (and bash, :data:`STARTUP`) read."""
+NAMING = ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files", "BASH_ENV")
+"""Of those, the ones whose value names the files: read from the build context too when a ``COPY`` puts them there."""
+STARTUP = "BASH_ENV"
+"""The bash manual, "Bash Startup Files", invoked non-interactively: bash "looks for the variable BASH_ENV in the
+environment, expands its value, and uses the expanded value as the name of a file to read and execute", as if by
+``if [ -n "$BASH_ENV" ]; then . "$BASH_ENV"; fi`` (PATH not searched). The command is read as bash runs it
+(``bash -c``), so what that file exports is in the command's environment before its first word runs."""
 NCCL_SYSTEM_FILE = "/etc/nccl.conf"
 MCA_FILES = ("openmpi-mca-params.conf", "openmpi-mca-params-override.conf")
 """Open MPI's system parameter files (in its ``etc`` folder, wherever its prefix is) and the override
@@ -104,7 +111,7 @@ def baked(text: str, context: Path | None) -> Baked:
     from ``context``, never from outside it), and the build steps that cannot be followed."""
     image = dockerfile.evaluate(text, context=context, wanted=IMAGE_PATHS)
     env = {v.name: v for v in image.env}
-    extra = [v.value for n, v in env.items() if n in STEERING[:3] and v.value]
+    extra = [v.value for n, v in env.items() if n in NAMING and v.value]
     named = {posixpath.normpath(p) for value in extra for p in _paths(value or "") if p.startswith("/")}
     if any(p == to or p.startswith(to.rstrip("/") + "/") for p in named - set(IMAGE_PATHS) for to in image.copied_to):
         # NCCL_CONF_FILE / mca_base_param_files name more files a COPY may bring: read those from the context too
@@ -117,7 +124,7 @@ def baked(text: str, context: Path | None) -> Baked:
     files = tuple(ConfigFile(f.path, f.content, f.where) for f in image.files if _config_path(f.path, env))
     unknowns = tuple(f"{u} in the Dockerfile" for u in image.unknowns
                      if u.kind in ("eval", "shell input", "dynamic command", "parse error", "too large", "too deep",
-                                   "timeout"))
+                                   "timeout", "file"))
     return Baked(settings, files, unknowns, image.home)
 
 
@@ -125,7 +132,7 @@ def _config_path(path: str, env: Mapping[str, shell.Variable]) -> bool:
     name = posixpath.basename(path)
     if name in ("nccl.conf", ".nccl.conf", "mca-params.conf", *MCA_FILES):
         return True
-    for steering in ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files"):
+    for steering in NAMING:
         value = env[steering].value if steering in env else None
         if value and path in _paths(value):
             return True
@@ -240,6 +247,9 @@ def assess(command: str | None, *, variables: Mapping[str, str], docker_args: st
                                                    f"{s.value!r} in docker_args: which one the container gets is not "
                                                    "documented"))
         seed[s.name] = shell.Variable(s.name, s.value, "docker_args")
+    if STARTUP in seed:
+        seed, said = _startup(seed, image)
+        findings += said
     script = shell.evaluate(command or "", environment=list(seed.values()), platform=PLATFORM, placeholders={})
     processes = _processes(script)
     seen: list[Setting] = []
@@ -260,6 +270,46 @@ def assess(command: str | None, *, variables: Mapping[str, str], docker_args: st
     findings += [Finding("cannot tell", f"{u}: what it writes is not known before the build")
                  for u in image.unknowns]
     return list(dict.fromkeys(findings))
+
+
+def _startup(seed: dict[str, shell.Variable], image: Baked) -> tuple[dict[str, shell.Variable], list[Finding]]:
+    """The environment after bash has read ``$BASH_ENV`` (:data:`STARTUP`): the file the image holds, evaluated
+    with the process's environment; what it exports replaces the seed. A file named only at run time, one the
+    build does not write (the base image may hold it) or whose text is not known: "cannot tell"."""
+    variable = seed[STARTUP]
+    value = variable.value
+    label = f"BASH_ENV={value!r} ({variable.origin})"
+    if value == "":
+        return seed, []
+    if value is None or "$" in value or "`" in value:  # bash expands the value: only known at run time
+        return seed, [Finding("cannot tell", f"{label}: bash reads the file it names before the command, and "
+                                             "which file is only known at run time")]
+    if not value.startswith("/"):
+        return seed, [Finding("cannot tell", f"{label}: bash reads {value} (from the run's folder) before the "
+                                             "command; it is not read before the run")]
+    path = posixpath.normpath(value)
+    written = [f for f in image.files if f.path == path]
+    if not written:
+        return seed, [Finding("cannot tell", f"{label}: bash reads {path} before the command, and the build does "
+                                             "not write it (the base image may hold it): what it sets is not known")]
+    last = written[-1]
+    if last.content is None:
+        return seed, [Finding("cannot tell", f"{label}: bash reads {path} ({last.how}) before the command, and "
+                                             "its text is not known before the build")]
+    script = shell.evaluate(last.content, environment=list(seed.values()), platform=PLATFORM,
+                            label=f"{path} ({last.how}, read by bash as $BASH_ENV)", placeholders={})
+    out = dict(seed)
+    for name, binding in _final(script).items():
+        candidates = [v for v in binding if v is not None]
+        if not candidates:
+            out.pop(name, None)  # unset (or no longer exported): the command does not get it
+        elif len(candidates) == len(binding) and len({v.value for v in candidates}) == 1:
+            out[name] = candidates[0]
+        else:  # set on some of its paths only, or to different values: not known before the run
+            out[name] = shell.Variable(name, None, f"{path} (read by bash as $BASH_ENV), on some of its paths")
+    said = [Finding("cannot tell", f"{u} of {path} (read by bash as $BASH_ENV): what it sets is not known before "
+                                   "the run") for u in script.unknowns if u.names is None]
+    return out, said
 
 
 def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image: Baked,
