@@ -507,7 +507,8 @@ def _unpacked(path: Path, dest: str, wanted: frozenset[str], label: str, stage: 
                         raise _ArchiveBound(f"more than {MAX_MEMBERS:,} members")
                     if archive.offset + member.size > MAX_UNPACKED:
                         raise _ArchiveBound(f"more than {MAX_UNPACKED:,} bytes unpacked")
-                    target = posixpath.normpath(posixpath.join(dest, posixpath.normpath("/" + member.name)[1:]))
+                    inside = posixpath.normpath("/" + member.name.lstrip("/")).lstrip("/")  # ".." stops at the top
+                    target = posixpath.normpath(posixpath.join(dest, inside))
                     if target not in wanted or member.isdir():
                         continue
                     how = f"{label}, member {member.name} of the archive"

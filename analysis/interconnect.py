@@ -290,8 +290,9 @@ def _startup(seed: dict[str, shell.Variable], image: Baked) -> tuple[dict[str, s
     path = posixpath.normpath(value)
     written = [f for f in image.files if f.path == path]
     if not written:
-        return seed, [Finding("cannot tell", f"{label}: bash reads {path} before the command, and the build does "
-                                             "not write it (the base image may hold it): what it sets is not known")]
+        return seed, [Finding("cannot tell", f"{label}: bash reads {path} before the command, and the Dockerfile "
+                                             "does not show what it holds (the base image may): what it sets is not "
+                                             "known")]
     last = written[-1]
     if last.content is None:
         return seed, [Finding("cannot tell", f"{label}: bash reads {path} ({last.how}) before the command, and "
