@@ -65,5 +65,5 @@ def test_the_combinations_judged_are_bounded() -> None:
              "inputs.b": Folded("inputs.b", ("x",), "")}
     assert inputs.choices(small) == [{"inputs.b": "x", "search_space.a": "0"}, {"inputs.b": "x", "search_space.a": "1"}]
     wide = {f"search_space.p{i}": Folded(f"search_space.p{i}", tuple(map(str, range(5))), "") for i in range(3)}
-    assert 5 ** 3 > inputs.MAX_CHOICES  # 125 combinations: past the bound
+    assert inputs.MAX_CHOICES < 5 ** 3  # 125 combinations: past the bound
     assert inputs.choices({**wide, **small}) == [{"inputs.b": "x"}]  # the several-valued ones left unknown
