@@ -12,15 +12,12 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
   and a one-line verdict; ``policy.md`` then opens with it (see :mod:`planning.review`).
 
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
-(nothing written), 3 on an internal error (amlgpu itself failed: the message names the stack and the exception
-and asks for a report; nothing written for that stack).
+(nothing written), 3 on an internal error (a bug: named with its stack, nothing written for that stack).
 
 Several stacks in one process: ``--stack`` repeated or ``--all``, and of those, with ``--changed-since
 GIT_REF``, only the ones whose inputs changed (:mod:`planning.changes`); each into ``<out>/<stack>/``, and
-``--base DIR`` reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still
-planned, and so is one that meets an internal error (a bug in an evaluator, say): it is reported as such, in
-the summary, the JSON document and the pull-request comment; the exit code is the worst stack's (3 over 2 over 1
-over 0), and a summary table ends the output.
+``--base DIR`` reads ``DIR/<stack>/``. A stack with bad input or an internal error is reported and the others
+still planned; the exit code is the worst stack's (3 over 2 over 1 over 0), and a summary table ends the output.
 
 ``--format json`` prints one document of one shape however many stacks are planned: ``{"stacks": [...],
 "exit_code": N}``, one entry per stack (its summary and exit code, or its error), plus ``changed_since``

@@ -109,7 +109,9 @@ def _values(combos: list[dict[str, str]], folded: dict[str, Folded]) -> str:
     "TCP on an InfiniBand cluster: the run works, several times slower, and nothing says why (a curated image "
     "once shipped NCCL_IB_DISABLE=1). Set in environment_variables, docker_args -e, the command (evaluated as bash "
     "would: export, env, eval, bash -c...), mpirun -x/--mca, or baked into a built image (ENV, /etc/nccl.conf, "
-    "~/.nccl.conf, NCCL_CONF_FILE, Open MPI's mca-params.conf files).",
+    "~/.nccl.conf, NCCL_CONF_FILE, Open MPI's mca-params.conf files, a tar archive ADD unpacks, a BASH_ENV file). "
+    "${{inputs.x}} whose value the stack file states (a literal input, a component default, a literal pipeline "
+    "input bound to it) is judged as written; a sweep choice value by value, mandatory when every value disables it.",
     remediation="Remove the setting (from environment_variables, the command, the Dockerfile); to tune NCCL use "
     "NCCL_IB_PCI_RELAXED_ORDERING=1 and NCCL_TOPO_FILE instead.",
     reference=NCCL_ENV,
@@ -127,8 +129,9 @@ def run_infiniband_disabled(run: ResolvedRun) -> list[str]:
     rationale="NCCL_IB_DISABLE='true' or 'yes' looks like it disables InfiniBand but NCCL reads it as 0: the "
     "author meant something the run will not do. A value that comes through $VAR, a command substitution or "
     "read, a setting made on some of the command's paths only, what eval, source, a script piped into a shell or "
-    "docker_args --env-file do, or an OMPI_MCA_btl that matters only if Open MPI lacks UCX, cannot be judged "
-    "before the run: the finding names the construct and its line.",
+    "docker_args --env-file do, an OMPI_MCA_btl that matters only if Open MPI lacks UCX, some values of a sweep "
+    "choice, or an image a custom # syntax= frontend builds, cannot be judged before the run: the finding names "
+    "the construct and its line.",
     remediation="Write the value NCCL reads (0 or 1, or remove the variable); replace the named construct by the "
     "values it sets, or check the run's NCCL_DEBUG=INFO log for 'NET/IB' after it starts.",
     reference=NCCL_ENV,
