@@ -134,7 +134,7 @@ BENIGN: list[tuple[Case, str | None]] = [
 ]
 SYNTAX = {"custom-frontend": "# syntax=ghcr.io/example/frontend:1\n"}
 """Cases whose directive goes above the shipped Dockerfile."""
-OFFICIAL = (("official-frontend", _run("true"), "ENV NCCL_IB_DISABLE=1\n", {}),
+OFFICIAL: tuple[Case, str] = (("official-frontend", _run("true"), "ENV NCCL_IB_DISABLE=1\n", {}),
             "NCCL_IB_DISABLE='1' (Dockerfile ENV at line")
 
 
