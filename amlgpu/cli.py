@@ -2,7 +2,8 @@
 
 Each subcommand lives in :mod:`amlgpu.commands` as a module with ``register(subparsers)``, which
 adds its parser and sets ``func``. Exit codes are the same everywhere: 0 success, 1 a mandatory
-policy failed (artifacts still written), 2 bad input (nothing written), 130 interrupted.
+policy failed (artifacts still written), 2 bad input (nothing written), 3 an internal error (amlgpu itself
+failed: reported in one line asking for a report, no traceback), 130 interrupted.
 
 :data:`COMMANDS` is the one place a module is imported late: only the module of the command that runs is
 loaded (a plan's libraries take seconds), so ``amlgpu --version``, ``--help`` and the light commands start
@@ -25,7 +26,7 @@ from typing import Any, NoReturn
 
 from amlgpu.terminal import cleaned_output, use_colour
 from kernel import interrupts
-from kernel.errors import EXIT_USAGE, UserError
+from kernel.errors import EXIT_INTERNAL, EXIT_USAGE, UserError, internal_error
 
 COMMANDS = {
     "init": "write a commented stack file (Pulumi.<stack>.yaml) that plans clean",
@@ -56,7 +57,7 @@ start here:
   amlgpu job stream NAME --stack mine       follow a submitted job again (also: job show, job cancel)
   amlgpu COMMAND --help                     a command's options
 
-exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 130 interrupted.
+exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 3 internal error, 130 interrupted.
 docs: docs/quickstart.md"""
 
 
@@ -176,6 +177,13 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # the reader of stdout left: console_main's to handle
+    except Exception as err:  # a bug: one line and its own exit code, never "policy failed" (1)
+        from kernel import secrets  # loaded only on this path: the light commands start without it
+
+        print(f"error: {secrets.mask(internal_error(err))}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def console_main() -> None:

@@ -26,15 +26,21 @@ shared by all its ``RUN`` bodies. What cannot be followed, or is past a bound, i
 
 from __future__ import annotations
 
+import bz2
 import glob
+import gzip
+import io
 import itertools
+import lzma
 import posixpath
 import shlex
+import tarfile
+import zlib
 from collections import ChainMap
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from analysis import shell
 from analysis.shell import Unknown, UnknownKind, Variable, Where
@@ -47,6 +53,11 @@ MAX_FILE = 1 << 16
 """The most read of one build-context file (64 KiB): configuration files are small."""
 MAX_GLOB = 256
 """Build-context files one ``COPY`` source pattern may match before it is unknown."""
+MAX_UNPACKED = 1 << 26
+"""The most of a local tar archive ``ADD`` unpacks that is read (64 MiB, decompressed): a decompression bomb, or
+an archive that size, is read that far and no further; what lies beyond is unknown."""
+MAX_MEMBERS = 10_000
+"""Members of one ``ADD`` archive read before the rest is unknown."""
 MAX_TOTAL = 1 << 23
 """Characters of values (``ENV``, ``ARG``, ``WORKDIR``, here-documents...) one Dockerfile may produce in all (8 MiB);
 past it, each further value is unknown."""
@@ -54,6 +65,8 @@ past it, each further value is unknown."""
 _DIRECTIVE = linear.compile(rf"#[{linear.SPACE}]*([A-Za-z][A-Za-z0-9_-]*)[{linear.SPACE}]*=[{linear.SPACE}]*"
                             rf"([^{linear.SPACE}]*)[{linear.SPACE}]*")
 _URL = linear.compile(r"[a-z]+://")
+_OFFICIAL_FRONTEND = linear.compile(r"(?:docker\.io/)?docker/dockerfile(?::1(?:\.[0-9]+){0,2})?"
+                                    r"(?:@sha256:[0-9a-f]{64})?")
 _HEREDOC_MARKER = linear.compile(rf"[{linear.DIGIT}]?<<-?[{linear.SPACE}]*(?:'[A-Za-z0-9_.-]+'|\"[A-Za-z0-9_.-]+\""
                                  r"|[A-Za-z0-9_.-]+)")
 """``<<EOF``, ``2<<-'EOF'``: a here-document's marker (its delimiter quoted with the same quote on both sides)."""
@@ -109,15 +122,35 @@ def parse(text: str) -> Parsed:
         for c in commands), escape)
 
 
-def _escape(text: str) -> str:
-    """The ``# escape=`` parser directive: directives are the leading ``# key=value`` comment lines."""
+def _directives(text: str) -> dict[str, str]:
+    """The parser directives: the leading ``# key=value`` comment lines, keys lower case, the first of each kept
+    (BuildKit's ``directiveParser``: the first line that is not one ends them, a blank line or comment too)."""
+    found: dict[str, str] = {}
     for line in text.splitlines()[:16]:
         m = _DIRECTIVE.fullmatch(line.strip())
         if not m:
             break
-        if m.group(1).lower() == "escape" and m.group(2) in ("`", "\\"):
-            return str(m.group(2))
-    return "\\"
+        found.setdefault(str(m.group(1)).lower(), str(m.group(2)))
+    return found
+
+
+def _escape(text: str) -> str:
+    """The ``# escape=`` parser directive."""
+    escape = _directives(text).get("escape")
+    return escape if escape in ("`", "\\") else "\\"
+
+
+def frontend(text: str) -> str | None:
+    """The ``# syntax=`` directive's image when it names a frontend other than Docker's official Dockerfile one
+    (``docker/dockerfile:1``, ``:1.x``, ``:1.x.y``, with or without ``docker.io/`` and a digest); None otherwise.
+
+    The Dockerfile reference ("Parser directives", "syntax"): the directive "declares the Dockerfile syntax version
+    to use for the build", the image BuildKit runs to read the file. Any other image is a program that may give the
+    same text another meaning: what the standard parser reads there is not what the build does."""
+    syntax = _directives(text).get("syntax")
+    if syntax is None or _OFFICIAL_FRONTEND.fullmatch(syntax):
+        return None
+    return syntax
 
 
 @dataclass(frozen=True)
@@ -178,6 +211,11 @@ def evaluate(text: str, *, context: Path | None = None, wanted: Collection[str] 
     none).
     """
     wanted = frozenset(posixpath.normpath(p) for p in wanted)
+    custom = frontend(text)
+    if custom is not None:
+        return Image((), (), (), (Unknown("parse error", f"# syntax={custom}: a custom BuildKit frontend reads this "
+                                          "Dockerfile, which may not mean what Docker's own parser reads; its "
+                                          "ENV, RUN and COPY are not judged as written", Where(1)),), None, None)
     parsed = parse(text)
     budget = shell.Budget()
     tally = _Tally()
@@ -377,9 +415,12 @@ def _copy_from_context(ins: Instruction, source: str, dest: str, dest_dir: bool,
     else:
         matches = [base / pattern]
     label = f"{ins.cmd} {source} at line {ins.line}"
+    unpack = ins.cmd == "ADD" and "--unpack=false" not in (f.lower() for f in ins.flags)
     for match in matches:
         path = match.resolve()  # links followed: a file outside the build context is never read
         if path != base and base not in path.parents:
+            continue
+        if unpack and path.is_file() and _unpacked(path, dest, wanted, label, stage, Where(ins.line)):
             continue
         if path.is_file():
             target = posixpath.join(dest, match.name) if dest_dir else dest
@@ -392,6 +433,99 @@ def _copy_from_context(ins: Instruction, source: str, dest: str, dest_dir: bool,
                 inner = (path / relative).resolve()
                 if base in inner.parents and inner.is_file():
                     stage.files.append(ImageFile(candidate, _read(inner), label))
+
+
+_ZSTD = b"\x28\xb5\x2f\xfd"
+
+
+class _Capped(io.RawIOBase):
+    """A decompressed stream read no further than :data:`MAX_UNPACKED` bytes (a bomb stops there)."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.total >= MAX_UNPACKED:
+            raise _ArchiveBound(f"more than {MAX_UNPACKED:,} bytes unpacked")
+        view = memoryview(buffer)[:MAX_UNPACKED - self.total]
+        data = self.inner.read(len(view))
+        view[:len(data)] = data
+        self.total += len(data)
+        return len(data)
+
+
+class _ArchiveBound(Exception):
+    """An archive past a bound: the rest of it is unknown."""
+
+
+def _decompressed(handle: BinaryIO) -> BinaryIO | None:
+    """BuildKit's reading of an ``ADD`` source: gzip, bzip2 and xz are told by their first bytes, not the name
+    (identity otherwise); None for zstd, which newer BuildKit unpacks too and this reader does not."""
+    head = handle.read(6)
+    handle.seek(0)
+    if head.startswith(b"\x1f\x8b"):
+        return cast(BinaryIO, gzip.GzipFile(fileobj=handle, mode="rb"))
+    if head.startswith(b"BZh"):
+        return cast(BinaryIO, bz2.BZ2File(handle))
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return cast(BinaryIO, lzma.LZMAFile(handle))
+    if head.startswith(_ZSTD):
+        return None
+    return handle
+
+
+def _unpacked(path: Path, dest: str, wanted: frozenset[str], label: str, stage: _Stage, where: Where) -> bool:
+    """``ADD`` of a local tar archive: the Dockerfile reference ("ADD", "Adding local tar archives": "When using a
+    local tar archive as the source for ADD, and if the archive is in a recognized compression format (gzip, bzip2
+    or xz, or uncompressed), the archive is decompressed and extracted into the specified destination", told
+    "solely based on the contents of the file, not the name"; ``--unpack=false`` turns it off). Each member lands
+    at ``dest`` joined with its name cleaned inside ``dest`` (containerd's archive.Apply joins it with
+    ``fs.RootPath``: ``..`` and a leading ``/`` cannot leave the destination); later members replace earlier ones.
+    Read with :mod:`tarfile` as a stream, nothing written to disk: a member's text only for the ``wanted`` paths
+    (at most :data:`MAX_FILE` bytes), a link or special file there unknown, at most :data:`MAX_MEMBERS` members
+    and :data:`MAX_UNPACKED` bytes unpacked. False when the file is no tar archive (then ``ADD`` copies it)."""
+    added: list[ImageFile] = []
+    try:
+        with path.open("rb") as raw:
+            stream = _decompressed(raw)
+            if stream is None:
+                stage.unknowns.append(Unknown("file", f"{label}: a zstd-compressed file, which BuildKit may unpack",
+                                              where))
+                return True
+            capped = io.BufferedReader(_Capped(stream), 1 << 16)
+            try:
+                archive = tarfile.open(fileobj=capped, mode="r|")  # noqa: SIM115 - closed by the with below
+            except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, _ArchiveBound):
+                return False  # not a tar archive (or not a compressed one): ADD copies the file as it is
+            with archive:
+                for count, member in enumerate(archive, 1):
+                    if count > MAX_MEMBERS:
+                        raise _ArchiveBound(f"more than {MAX_MEMBERS:,} members")
+                    if archive.offset + member.size > MAX_UNPACKED:
+                        raise _ArchiveBound(f"more than {MAX_UNPACKED:,} bytes unpacked")
+                    inside = posixpath.normpath("/" + member.name.lstrip("/")).lstrip("/")  # ".." stops at the top
+                    target = posixpath.normpath(posixpath.join(dest, inside))
+                    if target not in wanted or member.isdir():
+                        continue
+                    how = f"{label}, member {member.name} of the archive"
+                    content = None
+                    if member.isreg():
+                        extracted = archive.extractfile(member)
+                        data = extracted.read(MAX_FILE) if extracted is not None else None
+                        content = data.decode("utf-8", errors="replace") if data is not None else None
+                    added.append(ImageFile(target, content, how))
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, _ArchiveBound) as err:
+        why = str(err) if isinstance(err, _ArchiveBound) else f"unreadable: {type(err).__name__}"
+        stage.files.extend(added)  # what was read before the bound is what the archive holds first
+        stage.unknowns.append(Unknown("too large" if isinstance(err, _ArchiveBound) else "file",
+                                      f"{label} (the archive {why}; the rest of it unknown)", where))
+        return True
+    stage.files.extend(added)
+    return True
 
 
 def _read(path: Path) -> str | None:

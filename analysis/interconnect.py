@@ -26,7 +26,14 @@ WATCHED = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_NET", "OMPI_MCA_pml", "OMPI_M
 """The variables that can take a run off InfiniBand."""
 STEERING = ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files", "HOME", "BASH_ENV",
             "DS_ENV_FILE")
-"""Variables that choose which configuration files the libraries read."""
+"""Variables that choose which configuration files the libraries (and bash, :data:`STARTUP`) read."""
+NAMING = ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files", "BASH_ENV")
+"""Of those, the ones whose value names the files: read from the build context too when a ``COPY`` puts them there."""
+STARTUP = "BASH_ENV"
+"""The bash manual, "Bash Startup Files", invoked non-interactively: bash "looks for the variable BASH_ENV in the
+environment, expands its value, and uses the expanded value as the name of a file to read and execute", as if by
+``if [ -n "$BASH_ENV" ]; then . "$BASH_ENV"; fi`` (PATH not searched). The command is read as bash runs it
+(``bash -c``), so what that file exports is in the command's environment before its first word runs."""
 NCCL_SYSTEM_FILE = "/etc/nccl.conf"
 MCA_FILES = ("openmpi-mca-params.conf", "openmpi-mca-params-override.conf")
 """Open MPI's system parameter files (in its ``etc`` folder, wherever its prefix is) and the override
@@ -105,7 +112,7 @@ def baked(text: str, context: Path | None) -> Baked:
     from ``context``, never from outside it), and the build steps that cannot be followed."""
     image = dockerfile.evaluate(text, context=context, wanted=IMAGE_PATHS)
     env = {v.name: v for v in image.env}
-    extra = [v.value for n, v in env.items() if n in STEERING[:3] and v.value]
+    extra = [v.value for n, v in env.items() if n in NAMING and v.value]
     named = {posixpath.normpath(p) for value in extra for p in _paths(value or "") if p.startswith("/")}
     if any(p == to or p.startswith(to.rstrip("/") + "/") for p in named - set(IMAGE_PATHS) for to in image.copied_to):
         # NCCL_CONF_FILE / mca_base_param_files name more files a COPY may bring: read those from the context too
@@ -118,7 +125,7 @@ def baked(text: str, context: Path | None) -> Baked:
     files = tuple(ConfigFile(f.path, f.content, f.where) for f in image.files if _config_path(f.path, env))
     unknowns = tuple(f"{u} in the Dockerfile" for u in image.unknowns
                      if u.kind in ("eval", "shell input", "dynamic command", "parse error", "too large", "too deep",
-                                   "timeout"))
+                                   "timeout", "file"))
     return Baked(settings, files, unknowns, image.home)
 
 
@@ -126,7 +133,7 @@ def _config_path(path: str, env: Mapping[str, shell.Variable]) -> bool:
     name = posixpath.basename(path)
     if name in ("nccl.conf", ".nccl.conf", "mca-params.conf", *MCA_FILES):
         return True
-    for steering in ("NCCL_CONF_FILE", "OMPI_MCA_mca_base_param_files", "OMPI_MCA_mca_param_files"):
+    for steering in NAMING:
         value = env[steering].value if steering in env else None
         if value and path in _paths(value):
             return True
@@ -248,9 +255,16 @@ def assess(command: str | None, *, variables: Mapping[str, str], docker_args: st
                                                    "documented"))
         seed[s.name] = shell.Variable(s.name, s.value, "docker_args")
     # Azure ML runs the command with a non-interactive bash (docs/security.md, "The shell evaluator"): a
-    # BASH_ENV of environment_variables or the image is sourced first; `./launch.sh` runs as the script it is.
+    # BASH_ENV naming an absolute path (an image's file, :func:`_startup`) is read here with what the image shows
+    # of it; any other (a code-folder file, one the command writes) is sourced by the evaluator itself
+    # (``startup=True``); `./launch.sh` runs as the script it is.
+    startup = True
+    if STARTUP in seed and _from_image(seed[STARTUP]):
+        seed, said = _startup(seed, image)
+        findings += said
+        startup = False
     script = shell.evaluate(command or "", environment=list(seed.values()), platform=PLATFORM, placeholders={},
-                            read_file=_reader(image, read_file), startup=True, scripts=True)
+                            read_file=_reader(image, read_file), startup=startup, scripts=True)
     processes = _processes(script)
     seen: list[Setting] = []
     if not processes:
@@ -283,6 +297,54 @@ def _reader(image: Baked, read_file: Reader | None) -> Reader:
             return held.get(path)
         return read_file(path) if read_file is not None else None
     return read
+
+
+def _startup(seed: dict[str, shell.Variable], image: Baked) -> tuple[dict[str, shell.Variable], list[Finding]]:
+    """The environment after bash has read ``$BASH_ENV`` (:data:`STARTUP`): the file the image holds, evaluated
+    with the process's environment; what it exports replaces the seed. A file named only at run time, one the
+    build does not write (the base image may hold it) or whose text is not known: "cannot tell"."""
+    variable = seed[STARTUP]
+    value = variable.value
+    label = f"BASH_ENV={value!r} ({variable.origin})"
+    if value == "":
+        return seed, []
+    if value is None or "$" in value or "`" in value:  # bash expands the value: only known at run time
+        return seed, [Finding("cannot tell", f"{label}: bash reads the file it names before the command, and "
+                                             "which file is only known at run time")]
+    if not value.startswith("/"):
+        return seed, [Finding("cannot tell", f"{label}: bash reads {value} (from the run's folder) before the "
+                                             "command; it is not read before the run")]
+    path = posixpath.normpath(value)
+    written = [f for f in image.files if f.path == path]
+    if not written:
+        return seed, [Finding("cannot tell", f"{label}: bash reads {path} before the command, and the Dockerfile "
+                                             "does not show what it holds (the base image may): what it sets is not "
+                                             "known")]
+    last = written[-1]
+    if last.content is None:
+        return seed, [Finding("cannot tell", f"{label}: bash reads {path} ({last.how}) before the command, and "
+                                             "its text is not known before the build")]
+    script = shell.evaluate(last.content, environment=list(seed.values()), platform=PLATFORM,
+                            label=f"{path} ({last.how}, read by bash as $BASH_ENV)", placeholders={})
+    out = dict(seed)
+    for name, binding in _final(script).items():
+        candidates = [v for v in binding if v is not None]
+        if not candidates:
+            out.pop(name, None)  # unset (or no longer exported): the command does not get it
+        elif len(candidates) == len(binding) and len({v.value for v in candidates}) == 1:
+            out[name] = candidates[0]
+        else:  # set on some of its paths only, or to different values: not known before the run
+            out[name] = shell.Variable(name, None, f"{path} (read by bash as $BASH_ENV), on some of its paths")
+    said = [Finding("cannot tell", f"{u} of {path} (read by bash as $BASH_ENV): what it sets is not known before "
+                                   "the run") for u in script.unknowns if u.names is None]
+    return out, said
+
+
+def _from_image(variable: shell.Variable) -> bool:
+    """Whether a ``BASH_ENV`` is :func:`_startup`'s to read: a value only known at run time, or an absolute path
+    (a file of the image). A relative one names a code-folder file (or one the command writes): the evaluator's."""
+    value = variable.value
+    return value is None or "$" in value or "`" in value or value.startswith("/")
 
 
 def _settings_of(environ: shell.Environ, script: shell.Script, index: int, image: Baked,

@@ -11,7 +11,7 @@ Per-node launchers, started once per node, starting the GPU processes themselves
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,6 +19,8 @@ from analysis import shell, topology
 from kernel import bounded
 from kernel import regex as linear
 from kernel.paths import resolve_inside
+from stack import inputs
+from stack.inputs import Folded
 from stack.runs import Run
 
 PER_PROCESS = "per-process"
@@ -141,12 +143,13 @@ def code_reader(code: Path | None) -> Callable[[str], str | None] | None:
     return read
 
 
-def _placeholders(run: Run | None) -> dict[str, str]:
-    """``${{inputs.x}}`` of literal inputs, as Azure ML substitutes them before the shell runs."""
+def _placeholders(run: Run | None, given: Sequence[Folded] = ()) -> dict[str, str]:
+    """``${{inputs.x}}`` of literal inputs (a ``${{parent...}}`` binding is not one), and what a pipeline or
+    sweep gives (``given``) where it is one value, as Azure ML substitutes them before the shell runs
+    (:mod:`stack.inputs`)."""
     if run is None:
         return {}
-    return {f"inputs.{name}": str(int(value) if isinstance(value, bool) else value)
-            for name, value in run.inputs.items() if isinstance(value, int | float | str)}
+    return inputs.single([*inputs.of_inputs(run.inputs), *given])
 
 
 def _where(command: shell.Command) -> tuple[str, str | None]:
@@ -215,7 +218,7 @@ def _opaque_script(command: shell.Command, found: tuple[str, str] | None) -> str
 
 
 def read_command(command: str, *, run: Run | None = None, code: Path | None = None,
-                 gpus_per_node: int | None = None) -> CommandReading:
+                 gpus_per_node: int | None = None, given: Sequence[Folded] = ()) -> CommandReading:
     """``command`` evaluated as bash would run it on a node of ``run`` (Azure ML's variables for its
     distribution, its ``environment_variables``, its literal inputs), following the shell scripts of the
     code folder ``code`` it runs (``bash run.sh``, ``./run.sh``); each launcher read with
@@ -223,7 +226,7 @@ def read_command(command: str, *, run: Run | None = None, code: Path | None = No
     contract = _neutral(run, gpus_per_node)
     read = code_reader(code)
     script = shell.evaluate(command, environment=contract.known(), platform=contract.platform(),
-                            placeholders=_placeholders(run), read_file=read)
+                            placeholders=_placeholders(run, given), read_file=read)
     commands = list(script.commands)
     unknown = [str(u) for u in script.unknowns
                if u.kind in ("eval", "source", "shell input", "dynamic command", "parse error", "too large",

@@ -27,6 +27,7 @@ from typing import Any
 
 from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
 from stack.config import StackConfig
+from stack.inputs import of_defaults, of_pipeline, of_search_space
 from stack.pipelines import Composite, PipelineJob, output_bindings, qualified
 from stack.registered import is_registered
 from stack.resolved import ResolvedRun, _restore_ints
@@ -90,7 +91,11 @@ def resolve_composite(
     contents = contents if contents is not None else {}
     runs: dict[str, ResolvedRun] = {}
     for part, run in entry.runs.items():
-        resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code), contents=contents)
+        # what the pipeline or sweep gives the part's placeholders (stack.inputs): folded once, here
+        given = [*of_defaults(run.inputs, entry.jobs[part].inputs), *of_pipeline(run.inputs, entry.inputs)] \
+            if isinstance(entry, PipelineJob) else of_search_space(entry.search_space)
+        resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code), contents=contents,
+                               given=tuple(given))
         runs[part] = dataclasses.replace(resolved, name=qualified(entry.name, part), part_of=entry.name)
     spec = _pipeline_spec(entry, runs) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
     return ResolvedComposite(entry.name, entry.type, spec, tuple(r.name for r in runs.values())), list(runs.values())

@@ -32,6 +32,7 @@ from jobs.launchers import PER_NODE_LAUNCHERS, code_reader, infer_launcher, read
 from kernel.paths import resolve_inside
 from stack.config import StackConfig
 from stack.infrastructure import Cluster, Environment, environment_evidence, image_pinned, reference_version
+from stack.inputs import Folded
 from stack.resolved import CODE_TEXTS_BYTES, CODE_TEXTS_FILES, ClusterFacts, EnvironmentFacts, ResolvedRun
 from stack.runs import DataInput, InlineEnvironment, Run
 
@@ -319,19 +320,20 @@ def _script_facts(root: Path, folder: str | None, scripts: list[tuple[str, str]]
 
 def resolve_run(
     run: Run, config: StackConfig, root: Path, *, code_findings: tuple[str, ...] | None = None,
-    facts: FolderFacts | None = None, contents: Contents | None = None,
+    facts: FolderFacts | None = None, contents: Contents | None = None, given: tuple[Folded, ...] = (),
 ) -> ResolvedRun:
     """``run`` as the Azure ML job it becomes in ``config``'s workspace (references already validated
     by :class:`stack.config.StackConfig`), with the facts the policy pack judges it by.
 
     ``facts``: the scans of the run's code folder when the caller already has them (None: scan it);
     ``code_findings`` alone overrides the credential scan. ``contents``: environments' files read so far in
-    this plan (filled in here; None: read them).
+    this plan (filled in here; None: read them). ``given``: what the run's pipeline or sweep gives its
+    placeholders (:mod:`stack.inputs`), carried for the policy pack and used in reading the command.
     """
     cluster = config.cluster(run.compute)
     folder = _code_path(run.code)
     code = root / folder if folder is not None else None
-    reading = read_command(run.command, run=run, code=code, gpus_per_node=cluster.sku.gpus)
+    reading = read_command(run.command, run=run, code=code, gpus_per_node=cluster.sku.gpus, given=given)
     launcher, nproc = infer_launcher(run, gpus_per_node=cluster.sku.gpus, reading=reading)
     launcher_script = reading.launcher_script if launcher in PER_NODE_LAUNCHERS else None
     missing: list[str] = []
@@ -374,6 +376,7 @@ def resolve_run(
         launches=reading.launches,
         launch_unknowns=reading.unknown,
         code_texts=fabric_texts(spec, cluster_facts, environment, code),
+        given_values=given,
     )
 
 

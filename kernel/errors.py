@@ -14,6 +14,19 @@ EXIT_POLICY = 1
 """A mandatory policy failed; every artifact was still written."""
 EXIT_USAGE = 2
 """Bad input: a config, a flag or an argument. Nothing was written."""
+EXIT_INTERNAL = 3
+"""An internal error: amlgpu itself failed (a bug, or the machine ran out of memory), not the stack's input.
+Nothing was written for the stack it hit; with several stacks, the others were still planned and written."""
+
+
+def internal_error(err: BaseException, *, stack: str | None = None) -> str:
+    """The one line printed for an unexpected exception: which stack, what kind of failure, and a request to
+    report it (the exception's own text may hold a stack file's values: callers mask it)."""
+    where = f"stack {stack!r}: " if stack is not None else ""
+    detail = str(err).splitlines()[0][:200] if str(err) else ""
+    return (f"{where}internal error ({type(err).__name__}{': ' + detail if detail else ''}): amlgpu failed, not "
+            "the stack file; nothing was written for this stack. Please report it (the stack file that triggers "
+            "it and this line) at the project's issue tracker")
 
 
 class UserError(Exception):

@@ -1,8 +1,8 @@
 """The pull-request comment of a plan (``amlgpu plan --format markdown``): a summary table of every stack
 planned, then one section per stack holding its ``policy.md``, all within what GitHub accepts as one comment.
 
-Stacks that need a reviewer come first (bad input, then a failed mandatory policy) and are open; passed
-stacks are folded. When the sections do not all fit, a stack whose section does not is one line pointing
+Stacks that need a reviewer come first (an internal error, bad input, then a failed mandatory policy) and are
+open; passed stacks are folded. When the sections do not all fit, a stack whose section does not is one line pointing
 at its ``policy.md`` in the output folder. Stack names and error messages come
 from files a pull request controls: names are code spans, errors fenced code blocks, each fence longer
 than any run of backticks in what it holds.
@@ -22,7 +22,7 @@ COMMENT_LIMIT = 60_000
 NOTE_ROOM = 300
 """Characters kept for each stack whose section comes later: at least its one-line note always fits."""
 
-_ICONS = {"passed": "✅", "failed": "❌", "bad input": "⛔"}
+_ICONS = {"passed": "✅", "failed": "❌", "bad input": "⛔", "internal error": "💥"}
 
 
 def _order(outcome: StackOutcome) -> tuple[int, str]:

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.errors import EXIT_OK, EXIT_POLICY, EXIT_USAGE
+from kernel.errors import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY, EXIT_USAGE
 
 
 @dataclass(frozen=True)
 class StackOutcome:
-    """One stack's verdict: planned (exit 0 or 1, its counts and cost) or refused (exit 2, the error)."""
+    """One stack's verdict: planned (exit 0 or 1, its counts and cost), refused (exit 2, the error) or stopped by
+    an internal error (exit 3, the error naming the exception)."""
 
     stack: str
     exit_code: int
@@ -33,7 +34,7 @@ class StackOutcome:
     diff: str | None = None
     """The one-line verdict against the base (``--base``), when there was one."""
     error: str | None = None
-    """Bad input: the error as the command printed it."""
+    """Bad input or an internal error: the error as the command printed it."""
     policy_md: str | None = None
     """The stack's ``policy.md``, kept when the pull-request comment is asked for."""
     summary: dict[str, Any] = field(default_factory=dict)
@@ -41,6 +42,8 @@ class StackOutcome:
 
     @property
     def verdict(self) -> str:
+        if self.exit_code == EXIT_INTERNAL:
+            return "internal error"
         if self.exit_code == EXIT_USAGE:
             return "bad input"
         if self.exit_code == EXIT_POLICY:
@@ -62,5 +65,6 @@ def json_document(outcomes: Sequence[StackOutcome], changed_since: dict[str, Any
 
 
 def worst(codes: Iterable[int]) -> int:
-    """The exit code of several stacks' plans: bad input (2) over a mandatory failure (1) over success (0)."""
+    """The exit code of several stacks' plans: an internal error (3) over bad input (2) over a mandatory failure
+    (1) over success (0)."""
     return max(codes, default=EXIT_OK)

@@ -265,7 +265,7 @@ def hourly_cost(outcome: StackOutcome) -> str:
 
 def figures(outcome: StackOutcome) -> tuple[str, str, str]:
     """A stack's open mandatory and advisory findings and its cost per hour, as table cells ("-" for a stack
-    whose plan stopped at bad input)."""
+    whose plan stopped at bad input or an internal error)."""
     if outcome.error is not None:
         return ("-", "-", "-")
     return (str(outcome.mandatory), str(outcome.advisory), hourly_cost(outcome))
@@ -286,10 +286,13 @@ def summary_table(outcomes: Sequence[StackOutcome], *, deleted: Sequence[str] = 
         return "  ".join(cells).rstrip()
 
     lines = [line(header), *(line(row) for row in rows)]
-    counts = {v: sum(1 for o in outcomes if o.verdict == v) for v in ("passed", "failed", "bad input")}
+    verdicts = ("passed", "failed", "bad input", "internal error")
+    counts = {v: sum(1 for o in outcomes if o.verdict == v) for v in verdicts}
     n = len(outcomes)
+    internal = f", {counts['internal error']} internal error" if counts["internal error"] else ""
     lines.append(f"{n} stack{'s' if n != 1 else ''} planned: {counts['passed']} passed, {counts['failed']} failed "
-                 f"a mandatory policy, {counts['bad input']} bad input (exit {worst(o.exit_code for o in outcomes)}).")
+                 f"a mandatory policy, {counts['bad input']} bad input{internal} "
+                 f"(exit {worst(o.exit_code for o in outcomes)}).")
     if since is not None:
         if unchanged:
             lines.append(f"{unchanged} stack{'s' if unchanged != 1 else ''} unchanged since {since}: not planned.")

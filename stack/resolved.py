@@ -13,6 +13,7 @@ from typing import Any
 
 from analysis.interconnect import Baked, ConfigFile, Setting
 from analysis.topology import Launch
+from stack.inputs import Folded, of_inputs
 
 RUN_TYPE = "aml-gpu-training:jobs:DistributedRun"
 """The Pulumi type token of the component that carries a resolved run."""
@@ -128,6 +129,17 @@ class ResolvedRun:
     the folder, text): scripts it runs or sources, ``BASH_ENV``, NCCL and Open MPI configuration files,
     ``.deepspeed_env`` (:func:`analysis.interconnect.assess`); bounded by :data:`CODE_TEXTS_BYTES`. Carried
     so that the policy pack, which reads no file, sees what the plan read. Left out of the props when empty."""
+    given_values: tuple[Folded, ...] = field(default=())
+    """What the run's pipeline or sweep gives its placeholders and its spec does not show: a step input bound to
+    a literal pipeline input, a sweep's ``choice`` values (:mod:`stack.inputs`). Its own literal inputs are in
+    ``spec["inputs"]``."""
+
+    def placeholder_values(self) -> list[Folded]:
+        """Every placeholder value the stack file states for this run: its literal inputs, then what its
+        pipeline or sweep gives (:mod:`stack.inputs`)."""
+        whose = "the run's" if self.part_of is None else "the sweep's" if self.name.endswith("/trial") \
+            else "the step's"
+        return [*of_inputs(self.spec.get("inputs") or {}, whose), *self.given_values]
 
     @property
     def instance_count(self) -> int:
@@ -159,6 +171,9 @@ class ResolvedRun:
             props["code_texts"] = [list(t) for t in self.code_texts]
         else:
             del props["code_texts"]
+        props.pop("given_values")
+        if self.given_values:  # only where a pipeline or sweep gives values: every other run's props as before
+            props["given_values"] = [f.to_props() for f in self.given_values]
         return props
 
     @classmethod
@@ -183,6 +198,7 @@ class ResolvedRun:
             part_of=props.get("part_of"),
             launches=tuple(Launch.from_props(launch) for launch in props.get("launches") or ()),
             code_texts=tuple((str(p), str(t)) for p, t in props.get("code_texts") or ()),
+            given_values=tuple(Folded.from_props(f) for f in props.get("given_values") or ()),
             **{key: tuple(props.get(key) or ()) for key in _STRING_TUPLES},
         )
 

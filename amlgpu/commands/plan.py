@@ -12,12 +12,12 @@ Writes into ``--out`` (default ``build/<stack>/``), all at once or not at all:
   and a one-line verdict; ``policy.md`` then opens with it (see :mod:`planning.review`).
 
 Exit 0 when no mandatory policy fails, 1 when one does (every artifact still written), 2 on bad input
-(nothing written).
+(nothing written), 3 on an internal error (a bug: named with its stack, nothing written for that stack).
 
 Several stacks in one process: ``--stack`` repeated or ``--all``, and of those, with ``--changed-since
 GIT_REF``, only the ones whose inputs changed (:mod:`planning.changes`); each into ``<out>/<stack>/``, and
-``--base DIR`` reads ``DIR/<stack>/``. A stack with bad input is reported and the others are still
-planned; the exit code is the worst stack's (2 over 1 over 0), and a summary table ends the output.
+``--base DIR`` reads ``DIR/<stack>/``. A stack with bad input or an internal error is reported and the others
+still planned; the exit code is the worst stack's (3 over 2 over 1 over 0), and a summary table ends the output.
 
 ``--format json`` prints one document of one shape however many stacks are planned: ``{"stacks": [...],
 "exit_code": N}``, one entry per stack (its summary and exit code, or its error), plus ``changed_since``
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel import secrets
-from kernel.errors import UserError
+from kernel.errors import EXIT_INTERNAL, UserError, internal_error
 from planning import service
 from planning.artifacts import canonical_json, shown_path
 from planning.base import resolve_ref
@@ -116,7 +116,13 @@ def plan_stacks(names: Sequence[str], *, every: bool = False, changed_since: str
     if several:
         code = _plan_several(names, settings, out=out, changed_since=changed_since, prices=prices)
     else:
-        plan = service.plan_into(names[0], out, settings, _progress)
+        try:
+            plan = service.plan_into(names[0], out, settings, _progress)
+        except UserError:
+            raise
+        except Exception as err:  # a bug is reported as one, with its own exit code
+            print(f"error: {secrets.mask(internal_error(err, stack=names[0]))}", file=sys.stderr)
+            return EXIT_INTERNAL
         _show(plan, settings)
         code = plan.exit_code
     _progress(f"Done in {time.monotonic() - started:.1f}s.")
@@ -181,7 +187,10 @@ def _plan_several(names: list[str], settings: Settings, *, out: Path | None, cha
 
 
 def _plan_in_turn(name: str, out: Path | None, settings: Settings, *, first: bool) -> StackOutcome:
-    """One of several stacks: planned and reported, or, on bad input, refused and reported.
+    """One of several stacks: planned and reported, or, on bad input, refused and reported, or, on an internal
+    error (any other exception: a bug), reported as one (:func:`kernel.errors.internal_error`) while the next
+    stacks are still planned. :func:`planning.service.write` writes all or nothing, so such a stack's folder is
+    as it was.
 
     It starts with no secret remembered, as in a process of its own: another stack's secrets neither mask
     its artifacts nor count towards its limit (:data:`kernel.secrets.MAX_REMEMBERED`). What is kept for the
@@ -193,6 +202,10 @@ def _plan_in_turn(name: str, out: Path | None, settings: Settings, *, first: boo
     except UserError as err:
         print(err.report(), file=sys.stderr)
         return StackOutcome(stack=name, exit_code=err.exit_code, error=secrets.mask(str(err)))
+    except Exception as err:  # one stack's bug (RecursionError, MemoryError...) stops only that stack
+        message = secrets.mask(internal_error(err, stack=name))
+        print(f"error: {message}", file=sys.stderr)
+        return StackOutcome(stack=name, exit_code=EXIT_INTERNAL, error=message)
     if settings.format == "text" and not first:
         print()
     _show(plan, settings)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,3 +187,137 @@ def test_a_dockerfile_of_thousands_of_names_is_read_in_linear_time() -> None:
     assert time.perf_counter() - start < 10
     env = {v.name: v.value for v in image.env}
     assert (env["A"], env["C"]) == ("1", None)  # the pairs of one ENV see the values from before it
+
+
+def _tar(files: dict[str, bytes], mode: str = "w", *, link: str | None = None) -> bytes:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as archive:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+        if link is not None:
+            info = tarfile.TarInfo("etc/nccl.conf")
+            info.type, info.linkname = tarfile.SYMTYPE, link
+            archive.addfile(info)
+    return buffer.getvalue()
+
+
+CONF = b"NCCL_IB_DISABLE=1\n"
+
+
+@pytest.mark.parametrize(
+    ("add", "archive", "files"),
+    [
+        ("ADD a.tar /", _tar({"etc/nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar.gz /", _tar({"./etc/nccl.conf": CONF}, "w:gz"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tbz /", _tar({"etc/nccl.conf": CONF}, "w:bz2"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar.xz /root", _tar({".nccl.conf": CONF}, "w:xz"), {"/root/.nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        # told by content, not by name: a gzip'd tar named .txt is unpacked
+        ("ADD a.txt /", _tar({"etc/nccl.conf": CONF}, "w:gz"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        # a member cannot leave the destination (containerd's fs.RootPath): ../ and / stay inside it
+        ("ADD a.tar /etc/", _tar({"../../nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar /etc/", _tar({"/nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar /opt/", _tar({"../etc/nccl.conf": CONF}), {}),  # /opt/etc/nccl.conf: not read
+        ("ADD a.tar /", _tar({"etc/nccl.conf": CONF, "etc/x": b"", "./etc/nccl.conf": b"NCCL_IB_DISABLE=0\n"}),
+         {"/etc/nccl.conf": "NCCL_IB_DISABLE=0\n"}),  # the later member replaces the earlier
+        ("ADD a.tar /", _tar({}, link="/elsewhere"), {"/etc/nccl.conf": None}),  # a link: its text unknown
+        ("COPY a.tar /", _tar({"etc/nccl.conf": CONF}), {}),  # COPY never unpacks
+        ("ADD --unpack=false a.tar /", _tar({"etc/nccl.conf": CONF}), {}),
+        ("ADD a.tar /etc/nccl.conf", b"NCCL_IB_DISABLE=1\n", {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),  # no tar
+    ],
+)
+def test_add_unpacks_a_local_tar_archive_as_buildkit_does(tmp_path: Path, add: str, archive: bytes,
+                                                          files: dict[str, str | None]) -> None:
+    source = add.split()[-2]
+    (tmp_path / source).write_bytes(archive)
+    image = evaluate(f"{BASE}{add}\n", context=tmp_path, wanted=["/etc/nccl.conf", "/root/.nccl.conf"])
+    last = {f.path: f.content for f in image.files}
+    assert last == files
+    assert not [u for u in image.unknowns if u.kind in ("too large", "file")]
+
+
+def _bomb(path: Path, members: int = 1, size: int = 1 << 30) -> None:
+    """A gzip'd tar of ``members`` members of ``size`` zero bytes each (a GiB compresses to about 1 MiB), then
+    /etc/nccl.conf."""
+    import gzip
+    import io
+    import tarfile
+
+    class Zeros(io.RawIOBase):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            k = min(len(buffer), self.n)
+            buffer[:k] = bytes(k)
+            self.n -= k
+            return k
+
+    with gzip.open(path, "wb", compresslevel=1) as packed, tarfile.open(fileobj=packed, mode="w|") as archive:
+        for i in range(members):
+            info = tarfile.TarInfo(f"zeros{i}")
+            info.size = size
+            archive.addfile(info, io.BufferedReader(Zeros(size)))
+        info = tarfile.TarInfo("etc/nccl.conf")
+        info.size = len(CONF)
+        archive.addfile(info, io.BytesIO(CONF))
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: _bomb(p), "more than 67,108,864 bytes unpacked"),  # one member past the bound
+        (lambda p: _bomb(p, members=20, size=4 << 20), "more than 67,108,864 bytes unpacked"),  # in all
+        (lambda p: p.write_bytes(_tar({f"f{i}": b"" for i in range(10_001)})), "more than 10,000 members"),
+        (lambda p: p.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(64)), "a zstd-compressed file"),
+        # truncated inside its first member (incompressible bytes), before /etc/nccl.conf
+        (lambda p: p.write_bytes(_tar({"noise": random.Random(1).randbytes(1 << 20), "etc/nccl.conf": CONF},
+                                      "w:gz")[:200_000]), "unreadable"),
+    ],
+)
+def test_an_archive_past_a_bound_is_unknown_not_read_to_its_end(tmp_path: Path, make: Any, says: str) -> None:
+    import resource
+    import time
+
+    make(tmp_path / "a.tar.gz")
+    started, peak = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    image = evaluate(f"{BASE}ADD a.tar.gz /\n", context=tmp_path, wanted=["/etc/nccl.conf"])
+    assert time.monotonic() - started < 5
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 256 << 10  # KiB: well under 256 MiB
+    assert [f for f in image.files if f.content is not None] == []
+    assert any(says in u.construct for u in image.unknowns), image.unknowns
+
+
+@pytest.mark.parametrize(
+    ("directives", "custom"),
+    [
+        ("# syntax=docker/dockerfile:1\n", None),
+        ("# syntax=docker/dockerfile:1.7\n", None),
+        ("#syntax = docker.io/docker/dockerfile:1.4.3\n", None),
+        ("# syntax=docker/dockerfile:1@sha256:" + "a" * 64 + "\n", None),
+        ("# escape=`\n# syntax=docker/dockerfile\n", None),
+        ("# syntax=ghcr.io/example/frontend:1\n", "ghcr.io/example/frontend:1"),
+        ("# escape=`\n# SYNTAX=example/df\n", "example/df"),
+        ("# syntax=docker/dockerfile:1-labs\n", "docker/dockerfile:1-labs"),  # experimental: not the standard
+        ("# syntax=docker/dockerfile-upstream:master\n", "docker/dockerfile-upstream:master"),
+        ("\n# syntax=example/df\n", None),  # after a blank line: a comment, not a directive
+        ("# a comment\n# syntax=example/df\n", None),
+    ],
+)
+def test_a_custom_frontend_makes_the_image_unknown(directives: str, custom: str | None) -> None:
+    text = directives + BASE + "ENV NCCL_IB_DISABLE=1\nRUN echo NCCL_NET=Socket > /etc/nccl.conf\n"
+    assert dockerfile.frontend(text) == custom
+    image = evaluate(text, wanted=["/etc/nccl.conf"])
+    if custom is None:
+        assert {v.name for v in image.env} == {"NCCL_IB_DISABLE"} and image.files
+    else:
+        assert image.env == () and image.files == () and image.runs == ()
+        assert [u.kind for u in image.unknowns] == ["parse error"]
+        assert f"# syntax={custom}: a custom BuildKit frontend" in image.unknowns[0].construct

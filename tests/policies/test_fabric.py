@@ -344,6 +344,47 @@ def test_dockerfiles(dockerfile: str, effect: str | None) -> None:
     assert _effect(image=interconnect.baked(dockerfile, None)) == effect
 
 
+@pytest.mark.parametrize(
+    ("dockerfile", "variables", "command", "effect"),
+    [
+        # bash reads $BASH_ENV before the command (bash manual, "Bash Startup Files"): what it exports is seen
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n", {}, "", "off"),
+        (BASE + "COPY <<EOF /etc/ib.sh\nexport NCCL_NET=Socket\nEOF\nENV BASH_ENV=/etc/ib.sh\n", {}, "", "off"),
+        # it runs after the environment is set: it beats environment_variables, and the command beats it
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n",
+         {"NCCL_IB_DISABLE": "0"}, "", "off"),
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n", {},
+         "export NCCL_IB_DISABLE=0;", None),
+        # the file sees the process's environment
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=${IB:-0}' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n",
+         {"IB": "1"}, "", "off"),
+        # the run may name the file too: a file of the image the image's own ENV does not name is not kept
+        (BASE + "RUN echo 'export UCX_TLS=tcp' > /etc/ib.sh\n", {"BASH_ENV": "/etc/ib.sh"}, "", "cannot tell"),
+        (BASE + "RUN echo 'export UCX_TLS=tcp' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n", {"BASH_ENV": "/etc/ib.sh"},
+         "", "off"),
+        # what cannot be told
+        (BASE + "ENV BASH_ENV=/etc/from-the-base.sh\n", {}, "", "cannot tell"),
+        (BASE + "ENV BASH_ENV=$HOME/.env\n", {}, "", "cannot tell"),
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\n", {"BASH_ENV": "$HOME/ib.sh"}, "",
+         "cannot tell"),
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\n", {"BASH_ENV": "ib.sh"}, "", "cannot tell"),
+        (BASE + "RUN echo 'if [ -n \"$X\" ]; then export NCCL_IB_DISABLE=1; fi' > /etc/ib.sh\n"
+         "ENV BASH_ENV=/etc/ib.sh\n", {}, "", "cannot tell"),
+        (BASE + "RUN echo 'eval \"$SETUP\"' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n", {}, "", "cannot tell"),
+        # look-alikes: not exported, unset, a file nothing reads, BASH_ENV empty
+        (BASE + "RUN echo 'NCCL_IB_DISABLE=1' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n", {}, "", None),
+        (BASE + "ENV NCCL_IB_DISABLE=1\nRUN echo 'unset NCCL_IB_DISABLE' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n",
+         {}, "", None),
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\n", {}, "", None),
+        (BASE + "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\nENV BASH_ENV=\n", {}, "", None),
+    ],
+)
+def test_bash_env_names_a_file_bash_reads_before_the_command(dockerfile: str, variables: dict[str, str],
+                                                             command: str, effect: str | None) -> None:
+    image = interconnect.baked(dockerfile, None)
+    assert _effect(f"{command} python train.py", variables=variables, image=image) == effect
+
+
 def test_the_run_overrides_what_the_image_bakes() -> None:
     image = interconnect.baked(BASE + "ENV NCCL_IB_DISABLE=1\nRUN echo NCCL_NET=Socket > /etc/nccl.conf\n", None)
     assert _effect(variables={"NCCL_IB_DISABLE": "0", "NCCL_NET": "IB"}, image=image) is None

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from amlgpu.cli import main
+from kernel.errors import EXIT_INTERNAL
 from planning import artifacts
 from tests.cli import AMLGPU
 from tests.conftest import make_project
@@ -69,12 +69,14 @@ def _output_unchanged(project: Path, earlier: dict[str, bytes]) -> None:
 
 
 def test_a_crash_mid_write_leaves_the_earlier_output(
-    project: Path, earlier: dict[str, bytes], monkeypatch: pytest.MonkeyPatch
+    project: Path, earlier: dict[str, bytes], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A bug in a writer is an internal error (exit 3, named, no traceback), and the earlier output stays whole."""
     monkeypatch.setattr("planning.service.write_text", _failing_on_call(3, RuntimeError("bug in a writer")))
-    monkeypatch.chdir(project)
-    with pytest.raises(RuntimeError, match="bug in a writer"):
-        main(["plan", "--stack", STACK])
+    outcome = plan_in_process(project, capsys)
+    assert outcome.code == EXIT_INTERNAL
+    assert "internal error (RuntimeError: bug in a writer)" in outcome.error_line
+    assert "Traceback" not in outcome.err
     _output_unchanged(project, earlier)
 
 
