@@ -27,7 +27,16 @@ from typing import Any
 
 from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
 from stack.config import StackConfig
-from stack.pipelines import Composite, PipelineJob, output_bindings, qualified
+from stack.components import CommandComponent
+from stack.pipelines import (
+    Composite,
+    PipelineJob,
+    SweepStep,
+    output_bindings,
+    qualified,
+    step_component,
+    trial_component,
+)
 from stack.registered import is_registered
 from stack.resolved import ResolvedRun, _restore_ints
 from stack.sweeps import TRIAL, SweepJob
@@ -92,7 +101,7 @@ def resolve_composite(
     for part, run in entry.runs.items():
         resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code), contents=contents)
         runs[part] = dataclasses.replace(resolved, name=qualified(entry.name, part), part_of=entry.name)
-    spec = _pipeline_spec(entry, runs) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
+    spec = _pipeline_spec(entry, runs, root) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
     return ResolvedComposite(entry.name, entry.type, spec, tuple(r.name for r in runs.values())), list(runs.values())
 
 
@@ -122,25 +131,55 @@ def _unpulled_step(pipeline: PipelineJob, name: str) -> dict[str, Any]:
     """A step whose registered component was not pulled: the node as written (the gate sees no command)."""
     step = pipeline.jobs[name]
     compute = step.compute or pipeline.settings.default_compute
-    node: dict[str, Any] = _tidy({"type": "command", "component": step.component,
-                                  "compute": f"azureml:{compute}" if compute else None,
+    node: dict[str, Any] = _tidy({"type": step.type, "compute": f"azureml:{compute}" if compute else None,
                                   "inputs": _io(step.inputs), "outputs": _io(step.outputs)})
+    if isinstance(step, SweepStep):
+        node.update(_tidy(step.sweep_keys()), trial=step.trial)
+    else:
+        node["component"] = step.component
     return node
 
 
-def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun]) -> dict[str, Any]:
+def _sweep_node(step: SweepStep, run: Mapping[str, Any], component: CommandComponent | None,
+                registered: str | None) -> dict[str, Any]:
+    """A pipeline's sweep step as azure-ai-ml's node ``SweepSchema`` takes it: the trial's run spec split into
+    what the node holds (compute, input values, outputs, resources, identity, queue settings) and the trial
+    component (its command with each sampled input as ``${{inputs.<name>}}`` again, code, environment,
+    distribution, and the inputs and outputs the component declares), or the registered component's reference."""
+    command = str(run["command"])
+    for key in step.search_space:
+        command = command.replace("${{search_space." + key + "}}", "${{inputs." + key + "}}")
+    trial: str | dict[str, Any] = registered or _tidy({
+        "type": "command", "command": command, "code": run.get("code"), "environment": run.get("environment"),
+        "distribution": run.get("distribution"),
+        "inputs": {k: v.model_dump(exclude_none=True, exclude_defaults=True) | {"type": v.type}
+                   for k, v in component.inputs.items()} if component else None,
+        "outputs": {k: v.model_dump(exclude_none=True) for k, v in component.outputs.items()} if component else None,
+    })
+    node: dict[str, Any] = _tidy({
+        "type": "sweep", "display_name": step.display_name, "description": step.description, "tags": dict(step.tags),
+        "compute": run.get("compute"), "inputs": run.get("inputs"), "outputs": run.get("outputs"),
+        "resources": run.get("resources"), "identity": run.get("identity"),
+        "queue_settings": run.get("queue_settings"), **step.sweep_keys(),
+    })
+    return dict(sorted({**node, "trial": trial}.items()))
+
+
+def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun], root: Path) -> dict[str, Any]:
     bound = output_bindings(pipeline)
     steps: dict[str, Any] = {}
     for name, declared in pipeline.jobs.items():
-        registered = declared.component if isinstance(declared.component, str) \
-            and is_registered(declared.component) else None
+        component = step_component(declared)
+        registered = component if isinstance(component, str) and is_registered(component) else None
         run = runs.get(name)
         if run is None:
             if registered:
                 steps[name] = _unpulled_step(pipeline, name)
             continue
         step = {key: value for key, value in run.spec.items() if key not in _STEP_DROPPED}
-        if registered:
+        if isinstance(declared, SweepStep):
+            step = _sweep_node(declared, step, trial_component(declared, root), registered)
+        elif registered:
             step["component"] = registered  # judged against its pulled spec, sent as the reference
         if name in bound:
             step["outputs"] = {**step.get("outputs", {}), **bound[name]}
@@ -162,19 +201,13 @@ def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun]) -> di
 
 def _sweep_spec(sweep: SweepJob, trial: ResolvedRun) -> dict[str, Any]:
     run = trial.spec
-    algorithm = sweep.sampling_algorithm
     spec: dict[str, Any] = _tidy({
         **_common(sweep),
         "compute": run["compute"],
         "inputs": run.get("inputs"),
         "outputs": run.get("outputs"),
         "trial": {key: run[key] for key in TRIAL_KEYS if key in run},
-        "search_space": {name: p.model_dump(exclude_none=True) for name, p in sweep.search_space.items()},
-        "sampling_algorithm": algorithm if isinstance(algorithm, str) else algorithm.model_dump(exclude_none=True),
-        "objective": sweep.objective.model_dump(),
-        "limits": sweep.limits.model_dump(exclude_none=True),
-        "early_termination": sweep.early_termination.model_dump(exclude_none=True)
-        if sweep.early_termination else None,
+        **sweep.sweep_keys(),
         "identity": run.get("identity"),
         "queue_settings": run.get("queue_settings"),
     })

@@ -101,9 +101,10 @@ def pipeline_component_not_pulled(stack: Stack) -> list[Violation]:
             continue
         judged = set(job.runs)
         for step, spec in _steps(job.spec).items():
-            if "component" in spec and f"{job.name}/{step}" not in judged:
+            reference = spec.get("component") or (spec["trial"] if isinstance(spec.get("trial"), str) else None)
+            if reference and f"{job.name}/{step}" not in judged:
                 out.append(Violation(resource, (
-                    f"step {step!r} runs registered component {spec['component']}, whose spec is not in the "
+                    f"step {step!r} runs registered component {reference}, whose spec is not in the "
                     f"project: run `amlgpu components pull --stack {stack.name or '<stack>'}` and commit "
                     "components/registered/")))
     return out
