@@ -174,19 +174,16 @@ def pipeline_step_cycle(stack: Stack) -> list[Violation]:
 )
 def sweep_concurrent_trials_exceed_cluster(stack: Stack) -> list[Violation]:
     out = []
-    for resource, job in stack.composites:
-        trials = stack.runs_of(job.name)
-        if job.kind != "sweep" or not trials:
-            continue
-        trial = trials[0]
-        limits = job.spec.get("limits") or {}
+    for sweep in stack.sweeps:
+        trial = sweep.trial
+        limits = sweep.spec.get("limits") or {}
         concurrent = limits.get("max_concurrent_trials") or limits.get("max_total_trials") or 1
         nodes = trial.instance_count
         cluster = trial.cluster
         if nodes > cluster.max_instances or concurrent * nodes <= cluster.max_instances:
             continue  # a trial that never fits is run-instance-count-exceeds-max-nodes's finding
         fit = cluster.max_instances // nodes
-        out.append(Violation(resource, (
+        out.append(Violation(sweep.subject, (
             f"{concurrent} concurrent trial(s) of {nodes} node(s) need {concurrent * nodes} nodes; cluster "
             f"{cluster.name} scales to {cluster.max_instances}: {fit} trial(s) run at once, the other "
             f"{concurrent - fit} wait in the queue"
@@ -208,11 +205,11 @@ def sweep_concurrent_trials_exceed_cluster(stack: Stack) -> list[Violation]:
 )
 def sweep_timeout_below_trial_timeout(stack: Stack) -> list[Violation]:
     out = []
-    for resource, job in stack.composites:
-        limits = job.spec.get("limits") or {}
+    for sweep in stack.sweeps:
+        limits = sweep.spec.get("limits") or {}
         timeout, trial = limits.get("timeout"), limits.get("trial_timeout")
-        if job.kind == "sweep" and timeout and trial and timeout < trial:
-            out.append(Violation(resource, f"limits.timeout {timeout}s cancels the sweep before a trial reaches its "
+        if timeout and trial and timeout < trial:
+            out.append(Violation(sweep.subject, f"limits.timeout {timeout}s cancels the sweep before a trial reaches its "
                                            f"trial_timeout of {trial}s"))
     return out
 

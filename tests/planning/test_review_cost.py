@@ -108,9 +108,13 @@ def test_budget_rules_fire_with_the_pack_parameters_and_name_figure_and_budget()
     (stack_text,) = found["stack-hourly-ceiling"]
     assert "at least $393.28 (price unknown for image-builder) per hour" in stack_text
     assert "budget of $300.00 per hour" in stack_text
-    # The five runs, the pipeline's 2-node training step and the sweep's 2-node trial (each trial is a run).
+    # The five runs, the pipeline's 2-node training step and the sweep as a whole (its 4 trials, not one).
     assert len(found["run-cost-ceiling"]) == 7
-    assert sum("run 'train-eval/train'" in t or "run 'lr-sweep/trial'" in t for t in found["run-cost-ceiling"]) == 2
+    assert sum("run 'train-eval/train'" in t or "sweep 'lr-sweep'" in t for t in found["run-cost-ceiling"]) == 2
+    assert not any("lr-sweep/trial" in t for t in found["run-cost-ceiling"])
+    assert any("sweep 'lr-sweep'" in t and "sweep: 4 trial(s) x 2 node(s) x $98.32 per hour x 2 h trial_timeout "
+               "(limits.max_total_trials and trial_timeout bind; the sweep's limits.timeout of 8 h allows more) = "
+               "$1,573.12, over the budget of $300.00 per run" in t for t in found["run-cost-ceiling"])
     assert any("2 node(s) x $98.32 per hour x 2 h timeout = $393.28, over the budget of $300.00 per run" in t
                for t in found["run-cost-ceiling"])
 
