@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
-from stack.config import StackConfig
 from stack.components import CommandComponent
+from stack.config import StackConfig
 from stack.pipelines import (
     Composite,
     PipelineJob,

@@ -209,8 +209,8 @@ def sweep_timeout_below_trial_timeout(stack: Stack) -> list[Violation]:
         limits = sweep.spec.get("limits") or {}
         timeout, trial = limits.get("timeout"), limits.get("trial_timeout")
         if timeout and trial and timeout < trial:
-            out.append(Violation(sweep.subject, f"limits.timeout {timeout}s cancels the sweep before a trial reaches its "
-                                           f"trial_timeout of {trial}s"))
+            out.append(Violation(sweep.subject, f"limits.timeout {timeout}s cancels the sweep before a trial "
+                                                f"reaches its trial_timeout of {trial}s"))
     return out
 
 
@@ -272,4 +272,8 @@ def pipeline_secrets_in_definition(stack: Stack) -> list[Violation]:
     for resource, job in stack.composites:
         for found in secrets_in_definition(job.spec, skip=_RUNS_OWN.get(job.kind, ())):
             out.append(Violation(resource, f"{job.kind} {found}"))
+        for step, node in (job.spec.get("jobs") or {}).items() if job.kind == "pipeline" else ():
+            if node.get("type") == "sweep":  # its trial is judged as a run; its search space is the sweep's own
+                for found in secrets_in_definition(node, skip=_RUNS_OWN["sweep"]):
+                    out.append(Violation(resource, f"sweep step {step!r} {found}"))
     return out
