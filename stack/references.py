@@ -163,7 +163,7 @@ def _composite_key(entry: Composite, at: KeyPath, part: str) -> Callable[[str], 
     step = entry.jobs[part]
     if isinstance(step, SweepStep):
         own = {"compute", "inputs", "outputs", "resources", "identity", "queue_settings", "display_name",
-               "description", "tags"}
+               "description", "tags", "search_space"}
 
         def in_sweep_step(key: str) -> KeyPath:
             if key == "compute" and step.compute is None and entry.settings.default_compute is not None:
