@@ -119,6 +119,25 @@ def test_budget_rules_fire_with_the_pack_parameters_and_name_figure_and_budget()
                for t in found["run-cost-ceiling"])
 
 
+@pytest.mark.parametrize(("limits", "budget", "says"), [
+    # 20 trials, 2 of 2 nodes at once on the 4-node cluster: the 3 h timeout binds before 20 x 2 h.
+    ({"max_total_trials": 20, "max_concurrent_trials": 4, "timeout": 3 * 3600}, 1000,
+     "sweep: 2 trial(s) at once x 2 node(s) x $98.32 per hour x 3 h (limits.timeout binds: it cancels the sweep "
+     "before 20 trial(s) x 2 h trial_timeout) = $1,179.84, over the budget of $1,000.00 per run"),
+    # No sweep timeout: every trial to its trial_timeout.
+    ({"max_total_trials": 6, "timeout": None}, 2000,
+     "sweep: 6 trial(s) x 2 node(s) x $98.32 per hour x 2 h trial_timeout (limits.max_total_trials and "
+     "trial_timeout bind; limits.timeout is not set) = $2,359.68, over the budget of $2,000.00 per run"),
+])
+def test_the_budget_judges_a_sweep_whole_and_names_the_limit_that_binds(limits: dict[str, Any], budget: int,
+                                                                         says: str) -> None:
+    b = on_h100()
+    sweep = _sweep(b, **limits)
+    assert sweep["ceiling_usd"] > budget > 2 * 2 * RATE  # one trial (2 nodes x 2 h) is within the budget
+    found = _budget_findings(b, {"run-cost-ceiling": {"max_usd_per_run": budget}})
+    assert [t for t in found["run-cost-ceiling"] if "lr-sweep" in t] == [f"sweep 'lr-sweep': {says}"]
+
+
 def test_budget_rules_judge_only_what_the_table_prices() -> None:
     pack = {"stack-hourly-ceiling": {"max_usd_per_hour": 0}, "run-cost-ceiling": {"max_usd_per_run": 0}}
     found = _budget_findings(unpriced_builder(on_h100(min_nodes=0, region=UNPRICED_REGION)), pack)
