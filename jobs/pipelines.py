@@ -9,6 +9,9 @@ spec is then built from those resolved runs:
   ``inputs``, ``outputs`` and ``jobs``, each step the resolved run's spec (without the run's ``name`` and
   ``experiment_name``, which belong to the pipeline) with its bindings as written
   (``${{parent.jobs.<step>.outputs.<x>}}``, ``${{parent.outputs.<x>}}``);
+  a sweep step is azure-ai-ml's sweep node: its trial run split into the node's keys (compute, input values,
+  outputs, resources) and the trial component (command with each sampled input as ``${{inputs.<x>}}``, code,
+  environment, distribution, the inputs and outputs the component declares), with the sweep's own keys;
 * a sweep: ``type: sweep`` with ``compute``, ``inputs`` and ``outputs`` from the resolved trial, ``trial``
   holding its ``command``, ``code``, ``environment``, ``environment_variables``, ``resources`` and
   ``distribution``, and ``search_space``, ``sampling_algorithm``, ``objective``, ``limits`` and

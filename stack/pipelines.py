@@ -1,12 +1,13 @@
-"""Pipeline jobs (CLI v2 ``type: pipeline``) of command steps, and the ``jobs`` list that holds them beside
-runs and sweeps, told apart by ``type`` as Azure ML tells its job files apart.
+"""Pipeline jobs (CLI v2 ``type: pipeline``) of command and sweep steps, and the ``jobs`` list that holds them
+beside runs and sweeps, told apart by ``type`` as Azure ML tells its job files apart.
 
 Keys and meanings are azure-ai-ml 1.35's (``PipelineJobSchema``, ``CommandSchema`` for a step). Once the stack
 is read (:mod:`stack.config`) each pipeline holds one :class:`~stack.runs.Run` per step, its component merged in
 (:mod:`stack.components`) and its compute defaulted from ``settings.default_compute``, named ``<job>/<step>``.
 A registered component (``azureml:<name>:<version>``, a registry URI) is judged against the spec ``amlgpu
 components pull`` wrote into the project (:mod:`stack.registered`); without one the step holds no run and the
-policy pack reports it (``pipeline-component-not-pulled``). Bindings between steps
+policy pack reports it (``pipeline-component-not-pulled``). A sweep step's trial (a command component, read
+the same way) is held as the run Azure ML makes of the node (:func:`_trial_run`). Bindings between steps
 (``${{parent.jobs.<step>.outputs.<x>}}``) are judged by the policy pack.
 """
 
@@ -166,7 +167,7 @@ class PipelineStep(Model):
     ``component`` (inline mapping or ``file:<component YAML>``) whose inputs the step gives values."""
 
     type: Literal["command"] = "command"
-    """command: the only kind of step declared here."""
+    """command (a sweep step is ``type: sweep``)."""
     component: str | CommandComponent | None = None
     """The step's command component: ``file:<path>`` (relative to the project root; ``./x.yml`` too), inline, or
     registered (``azureml:<name>:<version>``, ``azureml://registries/<registry>/components/<name>/versions/<version>``),
@@ -297,7 +298,7 @@ def _step_names(value: dict[str, Any]) -> dict[str, Any]:
 
 
 class PipelineJob(Model):
-    """A pipeline job (CLI v2 ``type: pipeline``) of command steps."""
+    """A pipeline job (CLI v2 ``type: pipeline``) of command and sweep steps."""
 
     type: Literal["pipeline"]
     """pipeline."""
