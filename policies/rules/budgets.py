@@ -84,10 +84,9 @@ def run_cost_ceiling(stack: Stack, *, max_usd_per_run: int = 5000) -> list[Viola
                                       f"{hours:g} h timeout = {_money(ceiling)}, {budget}"))
     costs = {entry.name: entry for entry in cost.sweeps}
     for sweep in stack.sweeps:
-        entry = costs[sweep.name]
-        ceiling = entry.ceiling_usd
-        if isinstance(ceiling, float) and ceiling > max_usd_per_run:
-            out.append(Violation(sweep.subject, f"{_sweep_bound(entry)} = {_money(ceiling)}, {budget}"))
+        whole = costs[sweep.name]
+        if isinstance(whole.ceiling_usd, float) and whole.ceiling_usd > max_usd_per_run:
+            out.append(Violation(sweep.subject, f"{_sweep_bound(whole)} = {_money(whole.ceiling_usd)}, {budget}"))
     return out
 
 
