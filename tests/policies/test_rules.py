@@ -510,7 +510,9 @@ CASES = [
          comply=priced_h100, pack_config={"stack-hourly-ceiling": {"max_usd_per_hour": 250}}),
     Case("run-cost-ceiling", run_setting("ddp-per-process", "spec.resources.instance_count", 4), "ddp-per-process",
          "4 node(s) x $98.32 per hour x 2 h timeout = $786.56, over the budget of $500.00 per run",
-         comply=priced_h100, pack_config={"run-cost-ceiling": {"max_usd_per_run": 500}}),
+         # The sweep is judged whole (4 trials x 2 nodes x 2 h is over $500): one trial keeps it within.
+         comply=both(priced_h100, job_setting(SWEEP_TYPE, "lr-sweep", "limits.max_total_trials", 1)),
+         pack_config={"run-cost-ceiling": {"max_usd_per_run": 500}}),
     Case("cluster-idle-floor", lambda b: aml(b)["scaleSettings"].update(minNodeCount=2), CLUSTER,
          "$143,547.20 per month, over the budget of $100,000.00 per month",
          comply=both(priced_h100, lambda b: aml(b)["scaleSettings"].update(minNodeCount=1)),
