@@ -85,8 +85,10 @@ def is_composite(spec: Mapping[str, Any]) -> bool:
 
 
 def code_folders(spec: Mapping[str, Any]) -> list[str]:
-    """The code folders a pipeline's steps (a sweep's trial) upload, each once, in order."""
-    parts = spec.get("jobs", {}).values() if spec.get("type") == "pipeline" else [spec.get("trial") or {}]
+    """The code folders a pipeline's steps (a sweep step's trial component, a sweep's trial) upload, each once, in
+    order."""
+    parts = [node["trial"] if node.get("type") == "sweep" and isinstance(node.get("trial"), dict) else node
+             for node in spec.get("jobs", {}).values()] if spec.get("type") == "pipeline" else [spec.get("trial") or {}]
     return list(dict.fromkeys(part["code"] for part in parts if part.get("code") is not None))
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from jobs.pipeline_render import composite_yaml
-from jobs.pipelines import resolve_composites
+from jobs.pipelines import code_folders, resolve_composites
 from kernel.errors import ConfigError
 from stack.pipelines import PipelineJob, SweepStep
 from tests import cli
@@ -197,6 +197,16 @@ def test_load_job_keeps_the_trial_search_space_limits_and_objective(root: Path, 
     # What azure-ai-ml submits for the node is the trial the gate judged.
     assert node._to_job().trial.command == stack(root, [pipeline(tune=tune(trial=trial))]).composites[0] \
         .runs["tune"].command
+
+
+def test_a_submission_uploads_the_trials_code_folder(root: Path) -> None:
+    ((job, _),) = resolve_composites(stack(root, [pipeline()]), root)
+    assert code_folders(job.spec) == ["jobs/workloads"]  # the trial's (and evaluate's), checked before upload
+    (root / "trial").mkdir()
+    job_ = pipeline(tune=tune(trial=INLINE | {"code": "trial"}))
+    (root / "trial" / "train_ddp.py").write_text("print('train')\n")
+    ((job, _),) = resolve_composites(stack(root, [job_]), root)
+    assert code_folders(job.spec) == ["trial", "jobs/workloads"]
 
 
 def test_a_registered_trial_not_pulled_is_sent_as_its_reference(root: Path) -> None:
