@@ -199,6 +199,14 @@ def test_load_job_keeps_the_trial_search_space_limits_and_objective(root: Path, 
         .runs["tune"].command
 
 
+def test_load_job_keeps_the_nodes_own_keys(root: Path) -> None:
+    loaded, _ = _rendered(root, pipeline(tune=tune(identity={"type": "managed"}, queue_settings={"job_tier": "spot"},
+                                                   display_name="Tune", tags={"team": "nlp"})))
+    node = loaded.jobs["tune"]
+    assert (node.display_name, node.tags, node.queue_settings.job_tier) == ("Tune", {"team": "nlp"}, "spot")
+    assert node.identity.type == "managed_identity"
+
+
 def test_a_submission_uploads_the_trials_code_folder(root: Path) -> None:
     ((job, _),) = resolve_composites(stack(root, [pipeline()]), root)
     assert code_folders(job.spec) == ["jobs/workloads"]  # the trial's (and evaluate's), checked before upload
