@@ -150,6 +150,8 @@ NO_PLACE: dict[tuple[str, str], str] = {
     ("SweepJob", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: remove it",
     ("PipelineJob", "compute"): "a pipeline's default cluster is settings.default_compute (or each step's compute)",
     ("PipelineStep", "name"): "a step's name is its key under the pipeline's jobs",
+    ("SweepStep", "name"): "a step's name is its key under the pipeline's jobs",
+    ("SweepStep", "command"): "a sweep step runs its trial component: write the command under trial",
     ("PipelineSettings", "default_environment"): "Azure ML pipelines have no default environment (settings are "
                                                  "default_compute, default_datastore, continue_on_step_failure and "
                                                  "force_rerun): give each step, or its component, an environment",

@@ -156,7 +156,8 @@ BAD = {
         tune(compute="gpu-h100"), "aml-gpu-training:jobs[0].jobs.tune.compute",
         "step 'tune-eval/tune': unknown cluster 'gpu-h100'"),
     "command-key-on-a-sweep-step": (
-        tune(command="python x.py"), "aml-gpu-training:jobs[0].jobs.tune.command", "unknown key 'command'"),
+        tune(command="python x.py"), "aml-gpu-training:jobs[0].jobs.tune.command",
+        "a sweep step runs its trial component: write the command under trial"),
 }
 
 
