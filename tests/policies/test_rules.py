@@ -680,3 +680,13 @@ def test_a_pipeline_step_is_found_located_and_waived_by_its_qualified_name() -> 
     }]
     (waived,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
     assert waived.waived and waived.owner.name == "train-eval/train"
+
+
+def test_a_pipelines_sweep_step_search_space_is_checked_for_secrets() -> None:
+    b = baseline()
+    node = {"type": "sweep", "search_space": {"token": {"type": "choice", "values": ["a", HF_TOKEN]}},
+            "trial": {"command": "python train.py --token ${{inputs.token}}"}}
+    b.job(PIPELINE_TYPE, "train-eval")["jobs"]["tune"] = node
+    found = [f for f in b.evaluate().findings if f.rule.id == "pipeline-secrets-in-definition"]
+    assert [f.owner.name for f in found] == ["train-eval"]
+    assert found[0].message.startswith("sweep step 'tune' search_space.token") and HF_TOKEN not in found[0].message
