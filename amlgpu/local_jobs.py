@@ -109,13 +109,15 @@ def _run_composite(stack: LoadedStack, name: str, options: Options) -> int:
     index, entry = next((i, j) for i, j in enumerate(stack.config.jobs) if j.name == name)
     job, runs = resolve_composite(entry, stack.config, stack.root)  # type: ignore[arg-type]
     request = options.request()
-    if job.kind != "sweep" and options.trials != 1:
-        raise UserError(f"--trials is for sweeps; {job.name!r} is a {job.kind}", key="--trials")
+    swept = job.kind == "sweep" or any(node.get("type") == "sweep" for node in (job.spec.get("jobs") or {}).values())
+    if not swept and options.trials != 1:
+        raise UserError(f"--trials is for sweeps and pipelines with a sweep step; {job.name!r} is a {job.kind} "
+                        "of command steps", key="--trials")
     workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{job.name}-"))
     with preparing(workdir, stack, index):
         if job.kind == "pipeline":
             steps = prepare_pipeline(job, {r.name: r for r in runs}, request, root=stack.root, workdir=workdir,
-                                     environ=os.environ)
+                                     environ=os.environ, trials=options.trials)
         else:
             steps = prepare_sweep(job, runs[0], request, trials=options.trials, root=stack.root, workdir=workdir,
                                   environ=os.environ)

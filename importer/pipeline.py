@@ -13,9 +13,10 @@ file is mapped the same way, for every step:
 * local data (``path: ./data``) is left as a placeholder, as for a run.
 
 A step or trial without ``distribution`` runs once per node in Azure ML: it is written out as
-``{type: pytorch, process_count_per_instance: 1}``, as for a command job. Sweep steps, parallel and spark
-steps and registered components (``azureml:``) are not imported: the stack declares command steps whose
-command the gate can read.
+``{type: pytorch, process_count_per_instance: 1}``, as for a command job (a sweep step's trial component, which
+has no node-level distribution, gets it written into the component, inline). Parallel and spark steps and
+registered components (``azureml:``) are not imported: the stack declares command and sweep steps whose command
+the gate can read.
 """
 
 from __future__ import annotations
@@ -116,10 +117,12 @@ def _step(ctx: Context, draft: Draft, source: Source, name: str, step: Any, line
     if not isinstance(step, dict):
         raise ImportInputError(f"step {name!r}: expected a mapping", file=draft.file, line=line)
     kind = step.get("type", "command")
+    if kind == SWEEP:
+        return _sweep_step(ctx, draft, source, name, step, line, node, has_default=has_default)
     if kind != "command":
         raise ImportInputError(
-            f"step {name!r} is a {kind} step: the stack declares pipelines of command steps (import a sweep as a job "
-            "of its own)", file=draft.file, line=line)
+            f"step {name!r} is a {kind} step: the stack declares pipelines of command and sweep steps",
+            file=draft.file, line=line)
     out: dict[str, Any] = {}
     component = step.get("component")
     component_document: dict[str, Any] = {}
@@ -160,11 +163,56 @@ def _step(ctx: Context, draft: Draft, source: Source, name: str, step: Any, line
     return out
 
 
+def _sweep_step(ctx: Context, draft: Draft, source: Source, name: str, step: dict[str, Any], line: int, node: Any, *,
+                has_default: bool) -> dict[str, Any]:
+    """A sweep step (azure-ai-ml's node ``SweepSchema``): its keys as written, its trial component mapped as a
+    command step's ``component`` is. A trial component without ``distribution`` gets the one a run without it
+    gets, written into it (a sweep step has no distribution of its own): a component file is then written inline,
+    its paths relative to the project root, with a note saying so."""
+    out: dict[str, Any] = {"type": SWEEP}
+    trial = step.get("trial")
+    if isinstance(trial, str) and trial.startswith("azureml:"):
+        out["trial"] = draft.leave(f"jobs.{name}.trial", line, f"trial component {trial!r} is registered in a "
+                                   "workspace and its command cannot be read here",
+                                   "copy its YAML into the project and write trial: file:<path>")
+    elif isinstance(trial, str):
+        path = source.folder / trial.removeprefix("file:")
+        loaded = load_yaml(Source(path=path, display=f"{draft.file} -> {trial}")) if path.is_file() else None
+        if not isinstance(loaded, dict):
+            raise ImportInputError(f"step {name!r}: no trial component file at {path}", file=draft.file, line=line)
+        reference = "file:" + project_path(ctx, path, draft, f"jobs.{name}.trial", line)
+        if "distribution" in loaded:
+            out["trial"] = reference
+        else:
+            component = {k: v for k, v in _plain(loaded).items() if k != "$schema"}
+            out["trial"] = _inline_component(ctx, draft, Source(path=path, display=draft.file), name, component, line,
+                                             key="trial")
+            out["trial"]["distribution"] = distribution(draft, None, step.get("resources"))
+            draft.notes[-1] = (f"step {name!r}: trial {reference.removeprefix('file:')} declares no distribution: "
+                               f"written inline with one; {NO_DISTRIBUTION_NOTE}")
+    elif isinstance(trial, dict):
+        out["trial"] = _inline_component(ctx, draft, source, name, trial, line, key="trial")
+        if "distribution" not in trial:
+            out["trial"]["distribution"] = distribution(draft, None, step.get("resources"))
+            draft.notes[-1] = f"step {name!r}: trial: {NO_DISTRIBUTION_NOTE}"
+    else:
+        raise ImportInputError(f"step {name!r}: a sweep step without a trial: expected a component under 'trial'",
+                               file=draft.file, line=line)
+    if "compute" in step or not has_default:
+        out["compute"] = map_compute(ctx, draft, step.get("compute"), line)
+    if "inputs" in step:
+        out["inputs"] = _inputs(draft, step["inputs"], node.get("inputs") if isinstance(node, dict) else None)
+    for key in step:
+        if key not in out and key not in ("type", "trial", "compute"):
+            out[key] = step[key]  # search_space, objective, limits, outputs... and anything the model refuses
+    return out
+
+
 def _inline_component(ctx: Context, draft: Draft, source: Source, name: str, component: dict[str, Any],
-                      line: int) -> dict[str, Any]:
+                      line: int, *, key: str = "component") -> dict[str, Any]:
     out = dict(component)
     if isinstance(out.get("code"), str):
-        out["code"] = project_path(ctx, source.folder / out["code"], draft, f"jobs.{name}.component.code", line)
+        out["code"] = project_path(ctx, source.folder / out["code"], draft, f"jobs.{name}.{key}.code", line)
     if "environment" in out:
         out["environment"] = environment(ctx, draft, source, out["environment"], line, f"{draft.run['name']}-{name}")
     return out

@@ -25,7 +25,7 @@ from kernel.errors import UserError
 from stack import registered
 from stack.components import CommandComponent
 from stack.config import StackConfig
-from stack.pipelines import PipelineJob
+from stack.pipelines import PipelineJob, step_component
 from stack.registered import Registered
 
 if TYPE_CHECKING:
@@ -45,8 +45,9 @@ def references(config: StackConfig, only: Iterable[str] | None = None) -> list[t
         if not isinstance(job, PipelineJob) or (wanted is not None and job.name not in wanted):
             continue
         for step, declared in job.jobs.items():
-            if isinstance(declared.component, str) and registered.is_registered(declared.component):
-                found.append((job.name, step, registered.parse(declared.component)))
+            component = step_component(declared)
+            if isinstance(component, str) and registered.is_registered(component):
+                found.append((job.name, step, registered.parse(component)))
     return found
 
 

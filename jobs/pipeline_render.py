@@ -48,12 +48,49 @@ def _step_document(step: dict[str, Any], name: str, *, code_relative_to: Path, r
     return document
 
 
+_SWEEP_NODE_KEYS = frozenset({
+    "type", "display_name", "description", "tags", "compute", "inputs", "outputs", "resources", "identity",
+    "queue_settings", "search_space", "sampling_algorithm", "objective", "limits", "early_termination", "trial",
+})
+"""What a pipeline's sweep step is written with (azure-ai-ml's node ``SweepSchema``: ``BaseNodeSchema`` and
+``ParameterizedSweepSchema``)."""
+_TRIAL_COMPONENT_KEYS = ("command", "code", "environment", "distribution")
+"""What a sweep step's inline trial component takes of the trial's written run, beside its declared inputs and
+outputs (azure-ai-ml's ``CommandComponentSchema``, which has no ``environment_variables``)."""
+
+
+def _sweep_node(node: dict[str, Any], name: str, *, code_relative_to: Path, root: Path) -> dict[str, Any]:
+    """A sweep step as azure-ai-ml's ``load_job`` reads it: the trial an inline command component (its code
+    relative to the file's folder, its environment as a run's is written), or a registered one's reference."""
+    trial = node["trial"]
+    written = {key: value for key, value in node.items() if key in _SWEEP_NODE_KEYS and key != "trial"}
+    if isinstance(trial, str):
+        return {**written, "trial": trial}
+    as_run = {key: value for key, value in trial.items() if key in _TRIAL_COMPONENT_KEYS}
+    as_run.update(type="command", compute=node.get("compute"), inputs=node.get("inputs") or {},
+                  outputs=node.get("outputs") or {}, resources=node.get("resources") or {})
+    document = _step_document(as_run, name, code_relative_to=code_relative_to, root=root)
+    component = {key: document[key] for key in _TRIAL_COMPONENT_KEYS if key in document}
+    component["command"] = trial["command"]  # the sampled inputs as ${{inputs.<name>}}, as the component declares
+    for key in ("inputs", "outputs"):
+        if trial.get(key):
+            component[key] = trial[key]
+    written["trial"] = {"type": "command", **component}
+    for key in ("inputs", "outputs"):
+        if document.get(key):
+            written[key] = document[key]
+    return dict(sorted(written.items()))
+
+
 def composite_document(spec: dict[str, Any], *, code_relative_to: Path, root: Path) -> dict[str, Any]:
     """What :func:`composite_yaml` writes, as data."""
     document = {key: value for key, value in spec.items() if key not in ("name", "jobs", "trial")}
     if spec["type"] == "pipeline":
         document["jobs"] = {}
         for name, step in spec["jobs"].items():
+            if step.get("type") == "sweep":
+                document["jobs"][name] = _sweep_node(step, name, code_relative_to=code_relative_to, root=root)
+                continue
             own = {key: value for key, value in step.items() if key != "component"}
             written = _step_document(own, name, code_relative_to=code_relative_to, root=root) \
                 if "command" in step else dict(step)  # a registered component not pulled: as written

@@ -9,6 +9,9 @@ spec is then built from those resolved runs:
   ``inputs``, ``outputs`` and ``jobs``, each step the resolved run's spec (without the run's ``name`` and
   ``experiment_name``, which belong to the pipeline) with its bindings as written
   (``${{parent.jobs.<step>.outputs.<x>}}``, ``${{parent.outputs.<x>}}``);
+  a sweep step is azure-ai-ml's sweep node: its trial run split into the node's keys (compute, input values,
+  outputs, resources) and the trial component (command with each sampled input as ``${{inputs.<x>}}``, code,
+  environment, distribution, the inputs and outputs the component declares), with the sweep's own keys;
 * a sweep: ``type: sweep`` with ``compute``, ``inputs`` and ``outputs`` from the resolved trial, ``trial``
   holding its ``command``, ``code``, ``environment``, ``environment_variables``, ``resources`` and
   ``distribution``, and ``search_space``, ``sampling_algorithm``, ``objective``, ``limits`` and
@@ -26,9 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from jobs.resolve import Contents, Scans, _tidy, resolve_run, scanned
+from stack.components import CommandComponent
 from stack.config import StackConfig
-from stack.inputs import of_defaults, of_pipeline, of_search_space
-from stack.pipelines import Composite, PipelineJob, output_bindings, qualified
+from stack.inputs import Folded, of_defaults, of_pipeline, of_search_space
+from stack.pipelines import (
+    Composite,
+    PipelineJob,
+    SweepStep,
+    output_bindings,
+    qualified,
+    step_component,
+    trial_component,
+)
 from stack.registered import is_registered
 from stack.resolved import ResolvedRun, _restore_ints
 from stack.sweeps import TRIAL, SweepJob
@@ -74,9 +86,22 @@ def is_composite(spec: Mapping[str, Any]) -> bool:
 
 
 def code_folders(spec: Mapping[str, Any]) -> list[str]:
-    """The code folders a pipeline's steps (a sweep's trial) upload, each once, in order."""
-    parts = spec.get("jobs", {}).values() if spec.get("type") == "pipeline" else [spec.get("trial") or {}]
+    """The code folders a pipeline's steps (a sweep step's trial component, a sweep's trial) upload, each once, in
+    order."""
+    parts = [node["trial"] if node.get("type") == "sweep" and isinstance(node.get("trial"), dict) else node
+             for node in spec.get("jobs", {}).values()] if spec.get("type") == "pipeline" else [spec.get("trial") or {}]
     return list(dict.fromkeys(part["code"] for part in parts if part.get("code") is not None))
+
+
+def _given(pipeline: PipelineJob, part: str, inputs: Mapping[str, Any]) -> list[Folded]:
+    """What a pipeline gives a step's placeholders: its component's defaults the step leaves out, its inputs bound
+    to a literal pipeline input, and, for a sweep step, the choices of its search space (whose names the trial
+    reads as ``${{search_space.<name>}}``, never as the component default)."""
+    step = pipeline.jobs[part]
+    if isinstance(step, SweepStep):
+        return [*of_defaults(inputs, {**step.inputs, **step.search_space}), *of_pipeline(step.inputs, pipeline.inputs),
+                *of_search_space(step.search_space)]
+    return [*of_defaults(inputs, step.inputs), *of_pipeline(step.inputs, pipeline.inputs)]
 
 
 def resolve_composite(
@@ -92,12 +117,11 @@ def resolve_composite(
     runs: dict[str, ResolvedRun] = {}
     for part, run in entry.runs.items():
         # what the pipeline or sweep gives the part's placeholders (stack.inputs): folded once, here
-        given = [*of_defaults(run.inputs, entry.jobs[part].inputs), *of_pipeline(run.inputs, entry.inputs)] \
-            if isinstance(entry, PipelineJob) else of_search_space(entry.search_space)
+        given = of_search_space(entry.search_space) if isinstance(entry, SweepJob) else _given(entry, part, run.inputs)
         resolved = resolve_run(run, config, root, facts=scanned(scans, root, run.code), contents=contents,
                                given=tuple(given))
         runs[part] = dataclasses.replace(resolved, name=qualified(entry.name, part), part_of=entry.name)
-    spec = _pipeline_spec(entry, runs) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
+    spec = _pipeline_spec(entry, runs, root) if isinstance(entry, PipelineJob) else _sweep_spec(entry, runs[TRIAL])
     return ResolvedComposite(entry.name, entry.type, spec, tuple(r.name for r in runs.values())), list(runs.values())
 
 
@@ -127,25 +151,55 @@ def _unpulled_step(pipeline: PipelineJob, name: str) -> dict[str, Any]:
     """A step whose registered component was not pulled: the node as written (the gate sees no command)."""
     step = pipeline.jobs[name]
     compute = step.compute or pipeline.settings.default_compute
-    node: dict[str, Any] = _tidy({"type": "command", "component": step.component,
-                                  "compute": f"azureml:{compute}" if compute else None,
+    node: dict[str, Any] = _tidy({"type": step.type, "compute": f"azureml:{compute}" if compute else None,
                                   "inputs": _io(step.inputs), "outputs": _io(step.outputs)})
+    if isinstance(step, SweepStep):
+        node.update(_tidy(step.sweep_keys()), trial=step.trial)
+    else:
+        node["component"] = step.component
     return node
 
 
-def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun]) -> dict[str, Any]:
+def _sweep_node(step: SweepStep, run: Mapping[str, Any], component: CommandComponent | None,
+                registered: str | None) -> dict[str, Any]:
+    """A pipeline's sweep step as azure-ai-ml's node ``SweepSchema`` takes it: the trial's run spec split into
+    what the node holds (compute, input values, outputs, resources, identity, queue settings) and the trial
+    component (its command with each sampled input as ``${{inputs.<name>}}`` again, code, environment,
+    distribution, and the inputs and outputs the component declares), or the registered component's reference."""
+    command = str(run["command"])
+    for key in step.search_space:
+        command = command.replace("${{search_space." + key + "}}", "${{inputs." + key + "}}")
+    trial: str | dict[str, Any] = registered or _tidy({
+        "type": "command", "command": command, "code": run.get("code"), "environment": run.get("environment"),
+        "distribution": run.get("distribution"),
+        "inputs": {k: v.model_dump(exclude_none=True, exclude_defaults=True) | {"type": v.type}
+                   for k, v in component.inputs.items()} if component else None,
+        "outputs": {k: v.model_dump(exclude_none=True) for k, v in component.outputs.items()} if component else None,
+    })
+    node: dict[str, Any] = _tidy({
+        "type": "sweep", "display_name": step.display_name, "description": step.description, "tags": dict(step.tags),
+        "compute": run.get("compute"), "inputs": run.get("inputs"), "outputs": run.get("outputs"),
+        "resources": run.get("resources"), "identity": run.get("identity"),
+        "queue_settings": run.get("queue_settings"), **step.sweep_keys(),
+    })
+    return dict(sorted({**node, "trial": trial}.items()))
+
+
+def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun], root: Path) -> dict[str, Any]:
     bound = output_bindings(pipeline)
     steps: dict[str, Any] = {}
     for name, declared in pipeline.jobs.items():
-        registered = declared.component if isinstance(declared.component, str) \
-            and is_registered(declared.component) else None
+        component = step_component(declared)
+        registered = component if isinstance(component, str) and is_registered(component) else None
         run = runs.get(name)
         if run is None:
             if registered:
                 steps[name] = _unpulled_step(pipeline, name)
             continue
         step = {key: value for key, value in run.spec.items() if key not in _STEP_DROPPED}
-        if registered:
+        if isinstance(declared, SweepStep):
+            step = _sweep_node(declared, step, trial_component(declared, root), registered)
+        elif registered:
             step["component"] = registered  # judged against its pulled spec, sent as the reference
         if name in bound:
             step["outputs"] = {**step.get("outputs", {}), **bound[name]}
@@ -167,19 +221,13 @@ def _pipeline_spec(pipeline: PipelineJob, runs: Mapping[str, ResolvedRun]) -> di
 
 def _sweep_spec(sweep: SweepJob, trial: ResolvedRun) -> dict[str, Any]:
     run = trial.spec
-    algorithm = sweep.sampling_algorithm
     spec: dict[str, Any] = _tidy({
         **_common(sweep),
         "compute": run["compute"],
         "inputs": run.get("inputs"),
         "outputs": run.get("outputs"),
         "trial": {key: run[key] for key in TRIAL_KEYS if key in run},
-        "search_space": {name: p.model_dump(exclude_none=True) for name, p in sweep.search_space.items()},
-        "sampling_algorithm": algorithm if isinstance(algorithm, str) else algorithm.model_dump(exclude_none=True),
-        "objective": sweep.objective.model_dump(),
-        "limits": sweep.limits.model_dump(exclude_none=True),
-        "early_termination": sweep.early_termination.model_dump(exclude_none=True)
-        if sweep.early_termination else None,
+        **sweep.sweep_keys(),
         "identity": run.get("identity"),
         "queue_settings": run.get("queue_settings"),
     })

@@ -307,8 +307,6 @@ def estimate(stack: Stack, prices: PriceTable | None = None) -> CostReport:
     clusters = cluster_costs(stack, table)
     by_name = {c.name: c for c in clusters}
     runs = tuple(sorted((run_cost(r, by_name) for r in stack.runs), key=lambda r: r.name))
-    sweeps = tuple(sorted(
-        (sweep_cost(job.name, job.spec.get("limits") or {}, trials[0], by_name)
-         for _, job in stack.composites if job.kind == "sweep" and (trials := stack.runs_of(job.name))),
-        key=lambda s: s.name))
+    sweeps = tuple(sorted((sweep_cost(sweep.name, sweep.spec.get("limits") or {}, sweep.trial, by_name)
+                           for sweep in stack.sweeps), key=lambda s: s.name))
     return CostReport(clusters, runs, sweeps)

@@ -49,6 +49,21 @@ class Owner:
     name: str
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep job or a pipeline's sweep step, as cost and rules judge it: its limits and its trial."""
+
+    name: str
+    """The sweep's name, or ``<pipeline>/<step>``."""
+    spec: Mapping[str, Any]
+    """The sweep job's spec, or the sweep step's node (``limits``, ``search_space``... either way)."""
+    trial: ResolvedRun
+    """The run each trial is."""
+    subject: Mapping[str, Any] | ResolvedRun
+    """What a finding about the whole sweep names: the sweep job's component, or the sweep step's trial run
+    (named ``<pipeline>/<step>``)."""
+
+
 class Stack:
     """A planned stack: resources (wire shape, as the provider receives them) and the resolved runs."""
 
@@ -104,6 +119,25 @@ class Stack:
     def composites(self) -> tuple[tuple[Mapping[str, Any], ResolvedComposite], ...]:
         """Each planned pipeline and sweep: its component (wire shape) and what it carries."""
         return tuple((r, ResolvedComposite.from_props(r["inputs"])) for r in self.of_type(PIPELINE_TYPE, SWEEP_TYPE))
+
+    @cached_property
+    def sweeps(self) -> tuple[Sweep, ...]:
+        """Every sweep of the plan: each sweep job (its trial ``<sweep>/trial``) and each sweep step of a pipeline
+        (named ``<pipeline>/<step>``, as its trial is), in plan order; a sweep whose trial the plan holds no run
+        for (a registered component not pulled) is left out."""
+        runs = {run.name: run for run in self.runs}
+        found = []
+        for resource, job in self.composites:
+            if job.kind == "sweep":
+                trials = self.runs_of(job.name)
+                if trials:
+                    found.append(Sweep(job.name, job.spec, trials[0], resource))
+                continue
+            for step, node in (job.spec.get("jobs") or {}).items():
+                name = f"{job.name}/{step}"
+                if node.get("type") == "sweep" and name in runs:
+                    found.append(Sweep(name, node, runs[name], runs[name]))
+        return tuple(found)
 
     def runs_of(self, job: str) -> list[ResolvedRun]:
         """The runs of pipeline or sweep ``job`` (its steps, its trial), in plan order."""

@@ -20,6 +20,8 @@ from stack.stackfile import SECRET_PLACEHOLDER
 
 _JOB_TAGS = frozenset({"Run", "PipelineJob", "SweepJob"})
 """The models of a ``jobs`` entry (see :data:`stack.pipelines.JobEntry`)."""
+_STEP_TAGS = frozenset({"PipelineStep", "SweepStep"})
+"""The models of a pipeline step (see :data:`stack.pipelines.Step`)."""
 _UNION_TAGS = {"str", "int", "float", "bool", "pytorch", "mpi", "tensorflow"}
 
 
@@ -54,7 +56,9 @@ def _clean(loc: tuple[Any, ...], models: frozenset[str]) -> tuple[KeyPath, KeyPa
     for part in loc:
         if _is_tag(part, previous, models):
             # A jobs entry is read with the one model its `type` names: that tag is no choice between members.
-            if union_at is None and not (len(out) == 2 and out[0] == "jobs" and part in _JOB_TAGS):
+            # So is a pipeline step's, by its `type`.
+            if union_at is None and not (len(out) == 2 and out[0] == "jobs" and part in _JOB_TAGS) \
+                    and not (len(out) == 4 and out[2] == "jobs" and part in _STEP_TAGS):
                 union_at = tuple(out)
         else:
             out.append(part)
@@ -146,6 +150,8 @@ NO_PLACE: dict[tuple[str, str], str] = {
     ("SweepJob", "$schema"): "stack files are checked against schema/stack.schema.json, not a job schema: remove it",
     ("PipelineJob", "compute"): "a pipeline's default cluster is settings.default_compute (or each step's compute)",
     ("PipelineStep", "name"): "a step's name is its key under the pipeline's jobs",
+    ("SweepStep", "name"): "a step's name is its key under the pipeline's jobs",
+    ("SweepStep", "command"): "a sweep step runs its trial component: write the command under trial",
     ("PipelineSettings", "default_environment"): "Azure ML pipelines have no default environment (settings are "
                                                  "default_compute, default_datastore, continue_on_step_failure and "
                                                  "force_rerun): give each step, or its component, an environment",

@@ -1,12 +1,13 @@
-"""Pipeline jobs (CLI v2 ``type: pipeline``) of command steps, and the ``jobs`` list that holds them beside
-runs and sweeps, told apart by ``type`` as Azure ML tells its job files apart.
+"""Pipeline jobs (CLI v2 ``type: pipeline``) of command and sweep steps, and the ``jobs`` list that holds them
+beside runs and sweeps, told apart by ``type`` as Azure ML tells its job files apart.
 
 Keys and meanings are azure-ai-ml 1.35's (``PipelineJobSchema``, ``CommandSchema`` for a step). Once the stack
 is read (:mod:`stack.config`) each pipeline holds one :class:`~stack.runs.Run` per step, its component merged in
 (:mod:`stack.components`) and its compute defaulted from ``settings.default_compute``, named ``<job>/<step>``.
 A registered component (``azureml:<name>:<version>``, a registry URI) is judged against the spec ``amlgpu
 components pull`` wrote into the project (:mod:`stack.registered`); without one the step holds no run and the
-policy pack reports it (``pipeline-component-not-pulled``). Bindings between steps
+policy pack reports it (``pipeline-component-not-pulled``). A sweep step's trial (a command component, read
+the same way) is held as the run Azure ML makes of the node (:func:`_trial_run`). Bindings between steps
 (``${{parent.jobs.<step>.outputs.<x>}}``) are judged by the policy pack.
 """
 
@@ -26,9 +27,11 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from azurefacts import naming
+from azurefacts.enums import AnyCase
 from kernel import regex as linear
 from stack import registered
 from stack.components import CommandComponent, component_file, rebase, rebased_environment
@@ -50,7 +53,17 @@ from stack.runs import (
     Run,
     Service,
 )
-from stack.sweeps import SWEEP, TRIAL, SweepJob
+from stack.sweeps import (
+    SWEEP,
+    TRIAL,
+    EarlyTermination,
+    Objective,
+    ParameterizedSweep,
+    SamplingAlgorithm,
+    SearchParameter,
+    SweepJob,
+    SweepLimits,
+)
 
 PIPELINE = "pipeline"
 
@@ -123,12 +136,38 @@ StepOutput = DataOutput | StrictStr | None
 """A step output: ``{type, mode, path}``, a ``${{parent.outputs.<name>}}`` binding, or empty (the default)."""
 
 
+def _component_form(value: str | CommandComponent | None) -> str | CommandComponent | None:
+    if isinstance(value, str) and registered.is_registered(value):
+        registered.parse(value)  # judged against its pulled spec (stack.registered)
+        return value
+    if isinstance(value, str) and not value.startswith(FILE_PREFIX):
+        return FILE_PREFIX + value  # CLI v2 reads a bare path as a file reference
+    return value
+
+
+def _input_bindings(value: dict[str, Any]) -> dict[str, Any]:
+    for item in value.values():
+        _only_known_bindings(item)
+    return value
+
+
+def _output_bindings(value: dict[str, Any]) -> dict[str, Any]:
+    for name, item in value.items():
+        if isinstance(item, str) and (found := binding(item)) is not None and found.kind != "outputs":
+            raise ValueError(f"output {name!r}: a step output binds a pipeline output "
+                             "(${{parent.outputs.<name>}}), not an input or another step")
+        if isinstance(item, str) and binding(item) is None:
+            raise ValueError(f"output {name!r} is {item!r}: give {{type, mode, path}} or "
+                             "${{parent.outputs.<name>}}")
+    return value
+
+
 class PipelineStep(Model):
     """A command step of a pipeline (CLI v2 ``jobs.<step>`` with ``type: command``): an inline command, or a
     ``component`` (inline mapping or ``file:<component YAML>``) whose inputs the step gives values."""
 
     type: Literal["command"] = "command"
-    """command: the only kind of step declared here."""
+    """command (a sweep step is ``type: sweep``)."""
     component: str | CommandComponent | None = None
     """The step's command component: ``file:<path>`` (relative to the project root; ``./x.yml`` too), inline, or
     registered (``azureml:<name>:<version>``, ``azureml://registries/<registry>/components/<name>/versions/<version>``),
@@ -172,39 +211,82 @@ class PipelineStep(Model):
     def _command_steps_only(cls, value: Any) -> Any:
         if value != "command":
             raise ValueError(
-                f"step type {value!r}: a pipeline here runs command steps (a sweep is a job of its own in this "
-                "stack's jobs; parallel, spark and nested pipeline steps are not declared here)"
+                f"step type {value!r}: a pipeline here runs command and sweep steps (parallel, spark and nested "
+                "pipeline steps are not declared here)"
             )
         return value
 
-    @field_validator("component")
-    @classmethod
-    def _component_form(cls, value: str | CommandComponent | None) -> str | CommandComponent | None:
-        if isinstance(value, str) and registered.is_registered(value):
-            registered.parse(value)  # judged against its pulled spec (stack.registered)
-            return value
-        if isinstance(value, str) and not value.startswith(FILE_PREFIX):
-            return FILE_PREFIX + value  # CLI v2 reads a bare path as a file reference
-        return value
+    _component = field_validator("component")(_component_form)
+    _inputs = field_validator("inputs")(_input_bindings)
+    _outputs = field_validator("outputs")(_output_bindings)
 
-    @field_validator("inputs")
-    @classmethod
-    def _input_bindings(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for item in value.values():
-            _only_known_bindings(item)
-        return value
 
-    @field_validator("outputs")
-    @classmethod
-    def _output_bindings(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name, item in value.items():
-            if isinstance(item, str) and (found := binding(item)) is not None and found.kind != "outputs":
-                raise ValueError(f"output {name!r}: a step output binds a pipeline output "
-                                 "(${{parent.outputs.<name>}}), not an input or another step")
-            if isinstance(item, str) and binding(item) is None:
-                raise ValueError(f"output {name!r} is {item!r}: give {{type, mode, path}} or "
-                                 "${{parent.outputs.<name>}}")
-        return value
+class SweepStep(ParameterizedSweep):
+    """A sweep step of a pipeline (CLI v2 ``jobs.<step>`` with ``type: sweep``, azure-ai-ml's node ``SweepSchema``):
+    its ``trial``, a command component, run ``limits.max_total_trials`` times, each with the component inputs
+    that ``search_space`` names sampled; later steps bind its outputs (Azure ML's best trial's)."""
+
+    type: Literal["sweep"]
+    """sweep."""
+    trial: str | CommandComponent
+    """The command component each trial runs: ``file:<path>`` (relative to the project root; ``./x.yml`` too),
+    inline, or registered (``azureml:<name>:<version>``, a registry URI), as a command step's ``component``. Each
+    ``search_space`` parameter is the component input of the same name."""
+    display_name: str | None = None
+    """Name shown in Azure ML studio."""
+    description: str | None = None
+    """Free text."""
+    tags: dict[str, str] = {}
+    """Tags on the step."""
+    compute: str | None = None
+    """A stack cluster, every trial's (default: the pipeline's ``settings.default_compute``)."""
+    inputs: dict[str, Input] = {}
+    """Values of the trial component's inputs that the search space does not sample: literals, data, or bindings
+    (``${{parent.inputs.<name>}}``, ``${{parent.jobs.<step>.outputs.<name>}}``)."""
+    outputs: dict[str, StepOutput] = {}
+    """The trial component's outputs: ``{type, mode, path}``, or bound to a pipeline output."""
+    resources: Resources | None = None
+    """Nodes of each trial and container settings (replace the component's)."""
+    search_space: Annotated[dict[str, SearchParameter], Field(min_length=1)]
+    """The sampled inputs of the trial component, by input name, and how each is sampled."""
+    sampling_algorithm: Annotated[Literal["random", "grid", "bayesian"], AnyCase] | SamplingAlgorithm
+    """random, grid or bayesian (or a mapping with type and, for random, seed and rule)."""
+    objective: Objective
+    """The metric to optimise and its goal."""
+    limits: SweepLimits
+    """max_total_trials, max_concurrent_trials, timeout, trial_timeout."""
+    early_termination: EarlyTermination | None = None
+    """Cancel poorly performing trials early."""
+    identity: JobIdentity | None = None
+    """Whose identity the trials' code uses."""
+    queue_settings: QueueSettings | None = None
+    """Job tier and priority."""
+
+    _trial = field_validator("trial")(_component_form)
+    _inputs = field_validator("inputs")(_input_bindings)
+    _outputs = field_validator("outputs")(_output_bindings)
+
+    @model_validator(mode="after")
+    def _sampled_not_given(self) -> SweepStep:
+        both = sorted(set(self.search_space) & set(self.inputs))
+        if both:
+            raise ValueError(f"{', '.join(both)}: under both search_space and inputs; a sampled input takes its "
+                             "value from search_space only")
+        return self
+
+
+Step = Annotated[
+    Annotated[PipelineStep, Tag("PipelineStep")] | Annotated[SweepStep, Tag("SweepStep")],
+    Discriminator(lambda value: "SweepStep" if (value.get("type") if isinstance(value, dict)
+                                               else getattr(value, "type", None)) == SWEEP else "PipelineStep"),
+]
+"""One step of a pipeline: a command step, or a sweep step (any other ``type`` is refused by the command step's
+reading, which names the kinds declared here)."""
+
+
+def step_component(step: Step) -> str | CommandComponent | None:
+    """The component a step runs: a command step's ``component``, a sweep step's ``trial``."""
+    return step.trial if isinstance(step, SweepStep) else step.component
 
 
 def _step_names(value: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +298,7 @@ def _step_names(value: dict[str, Any]) -> dict[str, Any]:
 
 
 class PipelineJob(Model):
-    """A pipeline job (CLI v2 ``type: pipeline``) of command steps."""
+    """A pipeline job (CLI v2 ``type: pipeline``) of command and sweep steps."""
 
     type: Literal["pipeline"]
     """pipeline."""
@@ -236,7 +318,7 @@ class PipelineJob(Model):
     """The pipeline's inputs, which steps bind as ``${{parent.inputs.<name>}}``."""
     outputs: dict[str, DataOutput] = {}
     """The pipeline's outputs, which steps bind as ``${{parent.outputs.<name>}}``."""
-    jobs: dict[str, PipelineStep] = Field(min_length=1)
+    jobs: dict[str, Step] = Field(min_length=1)
     """The steps, by name; Azure ML orders them by their bindings."""
     identity: JobIdentity | None = None
     """Whose identity the steps' code uses by default."""
@@ -259,7 +341,10 @@ class PipelineJob(Model):
         """Each step as a run (its component merged in, its compute defaulted), with what is wrong with it
         (paths below the step). None when the step cannot be a run."""
         for name, step in self.jobs.items():
-            run, problems = _step_run(name, step, self.settings, root)
+            if isinstance(step, SweepStep):
+                run, problems = _trial_run(name, step, self.settings, root)
+            else:
+                run, problems = _step_run(name, step, self.settings, root)
             yield name, run, problems
 
 
@@ -351,6 +436,62 @@ def _step_run(
         return None, [first_problem(err)]
 
 
+def _trial_run(
+    name: str, step: SweepStep, settings: PipelineSettings, root: Path
+) -> tuple[Run | None, list[tuple[KeyPath, str]]]:
+    """The trial of sweep step ``name`` as a run: its component merged in as a command step's, with each sampled
+    input's ``${{inputs.<x>}}`` in the command made ``${{search_space.<x>}}`` and its value left out, and
+    ``limits.trial_timeout`` as its timeout. This is the sweep job Azure ML runs for the node: azure-ai-ml's
+    ``Sweep._to_job`` (``entities/_builders/sweep.py``) replaces ``${{inputs.<key>}}`` by
+    ``${{search_space.<key>}}`` for every key of the search space, as written (no spaces inside the braces)."""
+    sampled = {key: "${{search_space." + key + "}}" for key in step.search_space}
+    as_step = PipelineStep(
+        component=step.trial, compute=step.compute, inputs={**step.inputs, **sampled}, outputs=step.outputs,
+        resources=step.resources, identity=step.identity, queue_settings=step.queue_settings,
+        limits=Limits(timeout=step.limits.trial_timeout) if step.limits.trial_timeout else None,
+        display_name=step.display_name, description=step.description, tags=step.tags,
+    )
+    run, found = _step_run(name, as_step, settings, root)
+    problems: list[tuple[KeyPath, str]] = []
+    component = trial_component(step, root)
+    if component is not None and component.environment_variables:
+        # azure-ai-ml's CommandComponentSchema excludes environment_variables ("component doesn't have environment
+        # variables"), and a sweep node has none of its own: nothing would set them in a trial.
+        problems.append((("trial", "environment_variables"), "a sweep step's trial is a command component, which "
+                         "sets no environment_variables in Azure ML: set them in the command (NAME=value command)"))
+    for path, message in found:
+        if path[:1] == ("component",):
+            path = ("trial", *path[1:])
+        elif path[:1] == ("inputs",) and len(path) > 1 and path[1] in step.search_space:
+            path = ("search_space", *path[1:])
+            message = message.replace("the component declares no input", "the trial component has no input to "
+                                      "sample as")
+        problems.append((path, message))
+    if run is None:
+        return None, problems
+    command = run.command
+    for key in step.search_space:
+        command = command.replace("${{inputs." + key + "}}", "${{search_space." + key + "}}")
+    inputs = {key: value for key, value in run.inputs.items() if key not in step.search_space}
+    return run.model_copy(update={"command": command, "inputs": inputs}), problems
+
+
+def trial_component(step: SweepStep, root: Path) -> CommandComponent | None:
+    """The command component sweep ``step`` runs as its trial (None when it cannot be read, or is registered
+    and not pulled: reported where the stack is read)."""
+    reference = step.trial
+    if isinstance(reference, CommandComponent):
+        return reference
+    if registered.is_registered(reference):
+        reference = FILE_PREFIX + registered.parse(reference).file
+        if not (root / reference.removeprefix(FILE_PREFIX)).is_file():
+            return None
+    try:
+        return component_file(reference, root)[0]
+    except ValueError:
+        return None
+
+
 def _component_inputs(component: CommandComponent, given: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The values of a component's inputs: the step's, else the default; (values, inputs left without one)."""
     values: dict[str, Any] = {}
@@ -417,9 +558,11 @@ def named_files(job: Composite, root: Path) -> list[str]:
         written.append(job.trial.environment)
     else:
         for step in job.jobs.values():
-            written.append(step.environment)
-            if isinstance(step.component, str):
-                reference = step.component
+            component = step_component(step)
+            if isinstance(step, PipelineStep):
+                written.append(step.environment)
+            if isinstance(component, str):
+                reference = component
                 if registered.is_registered(reference):
                     reference = FILE_PREFIX + registered.parse(reference).file
                     named.append(registered.LOCK)

@@ -15,7 +15,7 @@ from kernel.paths import resolve_inside
 from stack.files import conda_file_problem, environment_file, inline_files_missing
 from stack.infrastructure import Cluster, Environment
 from stack.keys import KeyPath
-from stack.pipelines import Composite, JobEntry, PipelineJob, qualified
+from stack.pipelines import Composite, JobEntry, PipelineJob, SweepStep, qualified
 from stack.runs import FILE_PREFIX, InlineEnvironment, Run
 from stack.sweeps import SweepJob
 
@@ -161,6 +161,18 @@ def _composite_key(entry: Composite, at: KeyPath, part: str) -> Callable[[str], 
                "limits": ("limits", "trial_timeout"), "queue_settings": ("queue_settings",)}
         return lambda key: (*at, *top.get(key, ("trial", key) if key else ("trial",)))
     step = entry.jobs[part]
+    if isinstance(step, SweepStep):
+        own = {"compute", "inputs", "outputs", "resources", "identity", "queue_settings", "display_name",
+               "description", "tags", "search_space"}
+
+        def in_sweep_step(key: str) -> KeyPath:
+            if key == "compute" and step.compute is None and entry.settings.default_compute is not None:
+                return (*at, "settings", "default_compute")
+            if key == "limits":
+                return (*at, "jobs", part, "limits", "trial_timeout")
+            return (*at, "jobs", part, *((key,) if key in own or not key else ("trial",)))
+
+        return in_sweep_step
     from_component = step.component is not None
 
     def where(key: str) -> KeyPath:

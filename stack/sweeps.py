@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -197,7 +197,62 @@ class Trial(Model):
     """How Azure ML starts each trial's processes: type pytorch, mpi or tensorflow."""
 
 
-class SweepJob(Model):
+class ParameterizedSweep(Model):
+    """What a sweep job and a pipeline's sweep step share (azure-ai-ml's ``ParameterizedSweepSchema``, "shared
+    schema for standalone and pipeline sweep job"): the search space, how it is sampled, the objective, the
+    limits and early termination, with the combinations Azure ML refuses refused here. Each declares the
+    fields itself, so that each keeps its own key order (the schema's, the importer's, the first error's)."""
+
+    if TYPE_CHECKING:
+        search_space: dict[str, SearchParameter]
+        sampling_algorithm: str | SamplingAlgorithm
+        objective: Objective
+        limits: SweepLimits
+        early_termination: EarlyTermination | None
+
+    @field_validator("search_space", check_fields=False)
+    @classmethod
+    def _identifier_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not (key.isascii() and key.isidentifier()):
+                raise ValueError(f"{key!r} is not a valid parameter name (letters, digits, '_')")
+        return value
+
+    @model_validator(mode="after")
+    def _sampling_fits_the_space(self) -> ParameterizedSweep:
+        algorithm = self.algorithm
+        kinds = {name: p.type for name, p in self.search_space.items()}
+        allowed = {"grid": {"choice"}, "bayesian": {"choice", "uniform", "quniform"}}.get(algorithm)
+        if allowed is not None:
+            off = sorted(f"{name} ({kind})" for name, kind in kinds.items() if kind not in allowed)
+            if off:
+                raise ValueError(f"{algorithm} sampling supports {', '.join(sorted(allowed))} parameters only "
+                                 f"(Azure ML): {', '.join(off)}")
+        if algorithm == "bayesian" and self.early_termination is not None:
+            raise ValueError("bayesian sampling takes no early_termination (Azure ML refuses the combination)")
+        return self
+
+    @property
+    def algorithm(self) -> str:
+        """random, grid or bayesian, whichever form ``sampling_algorithm`` takes."""
+        alg = self.sampling_algorithm
+        return alg if isinstance(alg, str) else alg.type
+
+    def sweep_keys(self) -> dict[str, Any]:
+        """The sweep's own keys as a job file writes them (search space, sampling, objective, limits, early
+        termination), the same for a sweep job and a sweep step."""
+        algorithm = self.sampling_algorithm
+        return {
+            "search_space": {name: p.model_dump(exclude_none=True) for name, p in self.search_space.items()},
+            "sampling_algorithm": algorithm if isinstance(algorithm, str) else algorithm.model_dump(exclude_none=True),
+            "objective": self.objective.model_dump(),
+            "limits": self.limits.model_dump(exclude_none=True),
+            "early_termination": self.early_termination.model_dump(exclude_none=True)
+            if self.early_termination else None,
+        }
+
+
+class SweepJob(ParameterizedSweep):
     """A sweep job (CLI v2 ``type: sweep``): ``max_total_trials`` runs of ``trial``, each with values sampled from
     ``search_space``, at most ``max_concurrent_trials`` at a time on ``compute``."""
 
@@ -238,37 +293,13 @@ class SweepJob(Model):
 
     _runs: dict[str, Run] = PrivateAttr(default_factory=dict)
 
-    @field_validator("search_space")
-    @classmethod
-    def _identifier_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key in value:
-            if not (key.isascii() and key.isidentifier()):
-                raise ValueError(f"{key!r} is not a valid parameter name (letters, digits, '_')")
-        return value
-
     @model_validator(mode="after")
-    def _sampling_fits_the_space(self) -> SweepJob:
-        algorithm = self.algorithm
-        kinds = {name: p.type for name, p in self.search_space.items()}
-        allowed = {"grid": {"choice"}, "bayesian": {"choice", "uniform", "quniform"}}.get(algorithm)
-        if allowed is not None:
-            off = sorted(f"{name} ({kind})" for name, kind in kinds.items() if kind not in allowed)
-            if off:
-                raise ValueError(f"{algorithm} sampling supports {', '.join(sorted(allowed))} parameters only "
-                                 f"(Azure ML): {', '.join(off)}")
-        if algorithm == "bayesian" and self.early_termination is not None:
-            raise ValueError("bayesian sampling takes no early_termination (Azure ML refuses the combination)")
+    def _command_uses_the_space(self) -> SweepJob:
         unknown = sorted({m.group(1) for m in SEARCH_SPACE.finditer(self.trial.command)} - set(self.search_space))
         if unknown:
             raise ValueError(f"trial.command uses {', '.join('${{search_space.' + u + '}}' for u in unknown)}, "
                              f"which search_space does not declare (declared: {', '.join(self.search_space)})")
         return self
-
-    @property
-    def algorithm(self) -> str:
-        """random, grid or bayesian, whichever form ``sampling_algorithm`` takes."""
-        alg = self.sampling_algorithm
-        return alg if isinstance(alg, str) else alg.type
 
     @property
     def runs(self) -> dict[str, Run]:

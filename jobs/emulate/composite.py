@@ -10,7 +10,8 @@
   Azure ML draws them (``loguniform``: ``exp(uniform(min_value, max_value))``, ``q`` families rounded to a
   multiple of ``q``; grid sampling walks the choices in order; random and Bayesian sampling draw at random
   with the sweep's seed, 0 by default), substituted into ``${{search_space.<name>}}``, in
-  ``<work folder>/trial-<n>/``.
+  ``<work folder>/trial-<n>/``. A pipeline's sweep step runs the same way, in ``<work folder>/<step>/trial-<n>/``;
+  Azure ML gives later steps the best trial's outputs, by a metric run-local does not read: they bind trial 1's.
 
 ``--nodes`` and ``--procs-per-node`` cap every step (trial): a step declaring fewer keeps its own.
 """
@@ -110,8 +111,9 @@ def _local_io(folder: Path, spec: Mapping[str, Any], name: str) -> Path:
 
 
 def prepare_pipeline(job: ResolvedComposite, runs: Mapping[str, ResolvedRun], request: Request, *, root: Path,
-                     workdir: Path, environ: Mapping[str, str]) -> list[LocalStep]:
-    """Every step of pipeline ``job`` prepared under ``workdir``, in the order they run.
+                     workdir: Path, environ: Mapping[str, str], trials: int = 1) -> list[LocalStep]:
+    """Every step of pipeline ``job`` prepared under ``workdir``, in the order they run; a sweep step as
+    ``trials`` trials (``<step>/trial-<n>``), sampled as a sweep job's are.
 
     ``request.inputs``: values of the pipeline's inputs (``NAME=VALUE``, a local path for a data input), and of
     a step's own data inputs as ``STEP.NAME=PATH``."""
@@ -150,6 +152,11 @@ def prepare_pipeline(job: ResolvedComposite, runs: Mapping[str, ResolvedRun], re
                 (workdir / "pipeline-outputs" / bound.name).mkdir(parents=True, exist_ok=True)
         local = dataclasses.replace(run, spec={**run.spec, "inputs": inputs})
         step_request = dataclasses.replace(request, inputs=given)
+        if spec["jobs"][name].get("type") == "sweep":
+            steps += _trials(spec["jobs"][name], local, step_request, count=trials, key=f"jobs.{name}", root=root,
+                             workdir=folders[name], environ=environ, prefix=f"{name}/")
+            folders[name] = folders[name] / "trial-1"  # what later steps bind: the first trial's outputs
+            continue
         prepared = _prepared(local, step_request, key=f"jobs.{name}", root=root, workdir=folders[name],
                              environ=environ)
         steps.append(LocalStep(name, local, prepared))
@@ -211,11 +218,18 @@ def _substitute(parameters: Mapping[str, Any]) -> Callable[[linear.Match], str]:
 def prepare_sweep(job: ResolvedComposite, trial: ResolvedRun, request: Request, *, trials: int, root: Path,
                   workdir: Path, environ: Mapping[str, str]) -> list[LocalStep]:
     """``trials`` trials of sweep ``job`` prepared under ``workdir``, each with its sampled parameters."""
+    return _trials(job.spec, trial, request, count=trials, key="trial", root=root, workdir=workdir, environ=environ)
+
+
+def _trials(spec: Mapping[str, Any], trial: ResolvedRun, request: Request, *, count: int, key: str, root: Path,
+            workdir: Path, environ: Mapping[str, str], prefix: str = "") -> list[LocalStep]:
+    """``count`` trials of a sweep (a sweep job's ``spec``, a sweep step's node) prepared in
+    ``workdir/trial-<n>``, each with its sampled parameters; an error about a key names it under ``key``."""
     steps = []
-    for number, parameters in enumerate(sample(job.spec, trials), 1):
+    for number, parameters in enumerate(sample(spec, count), 1):
         command = SEARCH_SPACE.sub(_substitute(parameters), trial.spec["command"])
         local = dataclasses.replace(trial, spec={**trial.spec, "command": command})
         folder = workdir / f"trial-{number}"
-        prepared = _prepared(local, request, key="trial", root=root, workdir=folder, environ=environ)
-        steps.append(LocalStep(f"trial-{number}", local, prepared, parameters))
+        prepared = _prepared(local, request, key=key, root=root, workdir=folder, environ=environ)
+        steps.append(LocalStep(f"{prefix}trial-{number}", local, prepared, parameters))
     return steps

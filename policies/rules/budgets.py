@@ -10,7 +10,7 @@ US dollars, set per rule in the pack config (``{"run-cost-ceiling": {"max_usd_pe
 from __future__ import annotations
 
 from azurefacts.resource_types import COMPUTE
-from policies.cost import UNKNOWN, CostReport, estimate
+from policies.cost import UNKNOWN, CostReport, SweepCost, estimate
 from policies.rule import Violation, stack_rule
 from policies.stack import WORKSPACE_TYPE, Stack
 
@@ -54,29 +54,56 @@ def stack_hourly_ceiling(stack: Stack, *, max_usd_per_hour: int = 1000) -> list[
 
 @stack_rule(
     id="run-cost-ceiling",
-    title="A run's worst case (nodes x price x timeout) stays within the per-run budget",
+    title="A run's or sweep's worst case stays within the per-run budget",
     severity="medium",
     enforcement="advisory",
     rationale="Azure ML bills every node of a run for as long as it runs and cancels it at limits.timeout: "
-    "instance_count x node price x timeout is the most one submission can cost. A run without a timeout has no "
-    "ceiling (rule run-timeout-set reports it).",
-    remediation="Lower resources.instance_count or limits.timeout, or raise the budget "
-    "(run-cost-ceiling.max_usd_per_run in the pack config).",
+    "instance_count x node price x timeout is the most one submission can cost. A sweep (a sweep job, a "
+    "pipeline's sweep step) is judged as a whole, by the figure cost.json shows: every trial run to "
+    "limits.trial_timeout (max_total_trials x nodes x price x trial_timeout), or the trials running at once until "
+    "limits.timeout cancels the sweep, whichever is lower. A run or sweep without a timeout has no ceiling (rule "
+    "run-timeout-set reports a run's).",
+    remediation="Lower resources.instance_count or limits.timeout (a sweep's limits.max_total_trials, "
+    "trial_timeout or timeout), or raise the budget (run-cost-ceiling.max_usd_per_run in the pack config).",
     reference=COST_GUIDE,
     config_key=("limits", "timeout"),
 )
 def run_cost_ceiling(stack: Stack, *, max_usd_per_run: int = 5000) -> list[Violation]:
     cost = _cost(stack)
     out = []
+    budget = f"over the budget of {_money(max_usd_per_run)} per run"
+    trials = {sweep.trial.name for sweep in stack.sweeps}
     for run in stack.runs:
+        if run.name in trials:
+            continue  # judged with its sweep, below
         entry = next(r for r in cost.runs if r.name == run.name)
         ceiling = entry.ceiling_usd
         if isinstance(ceiling, float) and ceiling > max_usd_per_run:
             hours = (entry.timeout_s or 0) / 3600
             out.append(Violation(run, f"{entry.nodes} node(s) x {_money(entry.node_usd_per_hour or 0)} per hour x "
-                                      f"{hours:g} h timeout = {_money(ceiling)}, over the budget of "
-                                      f"{_money(max_usd_per_run)} per run"))
+                                      f"{hours:g} h timeout = {_money(ceiling)}, {budget}"))
+    costs = {entry.name: entry for entry in cost.sweeps}
+    for sweep in stack.sweeps:
+        whole = costs[sweep.name]
+        if isinstance(whole.ceiling_usd, float) and whole.ceiling_usd > max_usd_per_run:
+            out.append(Violation(sweep.subject, f"{_sweep_bound(whole)} = {_money(whole.ceiling_usd)}, {budget}"))
     return out
+
+
+def _sweep_bound(entry: SweepCost) -> str:
+    """How a sweep's ceiling is reached, and which of its limits binds it."""
+    price = _money(entry.node_usd_per_hour or 0)
+    if entry.bound_by == "timeout":
+        hours = (entry.timeout_s or 0) / 3600
+        other = "" if entry.trial_timeout_s is None else \
+            f" before {entry.trials} trial(s) x {(entry.trial_timeout_s or 0) / 3600:g} h trial_timeout"
+        return (f"sweep: {entry.concurrent} trial(s) at once x {entry.nodes} node(s) x {price} per hour x {hours:g} h "
+                f"(limits.timeout binds: it cancels the sweep{other})")
+    hours = (entry.trial_timeout_s or 0) / 3600
+    other = "; limits.timeout is not set" if entry.timeout_s is None else \
+        f"; the sweep's limits.timeout of {entry.timeout_s / 3600:g} h allows more"
+    return (f"sweep: {entry.trials} trial(s) x {entry.nodes} node(s) x {price} per hour x {hours:g} h trial_timeout "
+            f"(limits.max_total_trials and trial_timeout bind{other})")
 
 
 @stack_rule(

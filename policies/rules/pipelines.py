@@ -101,9 +101,10 @@ def pipeline_component_not_pulled(stack: Stack) -> list[Violation]:
             continue
         judged = set(job.runs)
         for step, spec in _steps(job.spec).items():
-            if "component" in spec and f"{job.name}/{step}" not in judged:
+            reference = spec.get("component") or (spec["trial"] if isinstance(spec.get("trial"), str) else None)
+            if reference and f"{job.name}/{step}" not in judged:
                 out.append(Violation(resource, (
-                    f"step {step!r} runs registered component {spec['component']}, whose spec is not in the "
+                    f"step {step!r} runs registered component {reference}, whose spec is not in the "
                     f"project: run `amlgpu components pull --stack {stack.name or '<stack>'}` and commit "
                     "components/registered/")))
     return out
@@ -173,19 +174,16 @@ def pipeline_step_cycle(stack: Stack) -> list[Violation]:
 )
 def sweep_concurrent_trials_exceed_cluster(stack: Stack) -> list[Violation]:
     out = []
-    for resource, job in stack.composites:
-        trials = stack.runs_of(job.name)
-        if job.kind != "sweep" or not trials:
-            continue
-        trial = trials[0]
-        limits = job.spec.get("limits") or {}
+    for sweep in stack.sweeps:
+        trial = sweep.trial
+        limits = sweep.spec.get("limits") or {}
         concurrent = limits.get("max_concurrent_trials") or limits.get("max_total_trials") or 1
         nodes = trial.instance_count
         cluster = trial.cluster
         if nodes > cluster.max_instances or concurrent * nodes <= cluster.max_instances:
             continue  # a trial that never fits is run-instance-count-exceeds-max-nodes's finding
         fit = cluster.max_instances // nodes
-        out.append(Violation(resource, (
+        out.append(Violation(sweep.subject, (
             f"{concurrent} concurrent trial(s) of {nodes} node(s) need {concurrent * nodes} nodes; cluster "
             f"{cluster.name} scales to {cluster.max_instances}: {fit} trial(s) run at once, the other "
             f"{concurrent - fit} wait in the queue"
@@ -207,12 +205,12 @@ def sweep_concurrent_trials_exceed_cluster(stack: Stack) -> list[Violation]:
 )
 def sweep_timeout_below_trial_timeout(stack: Stack) -> list[Violation]:
     out = []
-    for resource, job in stack.composites:
-        limits = job.spec.get("limits") or {}
+    for sweep in stack.sweeps:
+        limits = sweep.spec.get("limits") or {}
         timeout, trial = limits.get("timeout"), limits.get("trial_timeout")
-        if job.kind == "sweep" and timeout and trial and timeout < trial:
-            out.append(Violation(resource, f"limits.timeout {timeout}s cancels the sweep before a trial reaches its "
-                                           f"trial_timeout of {trial}s"))
+        if timeout and trial and timeout < trial:
+            out.append(Violation(sweep.subject, f"limits.timeout {timeout}s cancels the sweep before a trial "
+                                                f"reaches its trial_timeout of {trial}s"))
     return out
 
 
@@ -274,4 +272,8 @@ def pipeline_secrets_in_definition(stack: Stack) -> list[Violation]:
     for resource, job in stack.composites:
         for found in secrets_in_definition(job.spec, skip=_RUNS_OWN.get(job.kind, ())):
             out.append(Violation(resource, f"{job.kind} {found}"))
+        for step, node in (job.spec.get("jobs") or {}).items() if job.kind == "pipeline" else ():
+            if node.get("type") == "sweep":  # its trial is judged as a run; its search space is the sweep's own
+                for found in secrets_in_definition(node, skip=_RUNS_OWN["sweep"]):
+                    out.append(Violation(resource, f"sweep step {step!r} {found}"))
     return out

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
-from importer import Context, ImportInputError, import_files
+from importer import Context, import_files
 from importer.base import Draft
 from jobs.pipeline_render import composite_yaml
 from jobs.pipelines import resolve_composites
@@ -34,6 +34,8 @@ CODE = {
     "cli/jobs/pipelines/cifar-10/src/eval-model": "main.py",
     "cli/jobs/pipelines/tensorflow-image-segmentation/src": "run.py",
     "cli/jobs/single-step/lightgbm/iris/src": "main.py",
+    "cli/jobs/pipelines-with-components/pipeline_with_hyperparameter_sweep/train-src": "train.py",
+    "cli/jobs/pipelines-with-components/pipeline_with_hyperparameter_sweep/predict-src": "predict.py",
     "sdk/python/jobs/pipelines/2b_train_cifar_10_with_pytorch/train-model": "main.py",
     "sdk/python/jobs/pipelines/2b_train_cifar_10_with_pytorch/eval-model": "main.py",
 }
@@ -154,10 +156,30 @@ def test_what_cannot_be_read_is_left_as_placeholders_naming_the_step(project: Pa
     assert {p.key for p in draft.placeholders} == placeholders
 
 
-def test_a_sweep_step_inside_a_pipeline_is_bad_input(project: Path) -> None:
-    with pytest.raises(ImportInputError, match="step 'sweep_step' is a sweep step"):
-        _import(project, "cli/jobs/pipelines-with-components/pipeline_with_hyperparameter_sweep/pipeline.yml",
-                compute="gpu-a100")
+def test_a_sweep_step_inside_a_pipeline_renders_to_the_sweep_node_azure_ml_would_run(project: Path) -> None:
+    fixture = "cli/jobs/pipelines-with-components/pipeline_with_hyperparameter_sweep/pipeline.yml"
+    (draft,) = _import(project, fixture, compute="gpu-a100")
+    step = draft.run["jobs"]["sweep_step"]
+    assert step["type"] == "sweep" and not draft.placeholders
+    # train.yml declares no distribution and a sweep step has none of its own: the component is written inline.
+    assert step["trial"]["code"] == f"imports/{Path(fixture).parent}/train-src"
+    assert step["trial"]["distribution"] == {"type": "pytorch", "process_count_per_instance": 1}
+    assert any(n.startswith("step 'sweep_step': trial ") and "declares no distribution: written inline" in n
+               for n in draft.notes)
+    original = _load(project / "imports" / fixture).jobs["sweep_step"]
+    ours = _rendered(project, [draft])["pipeline_with_hyperparameter_sweep"].jobs["sweep_step"]
+    assert type(ours).__name__ == type(original).__name__ == "Sweep"
+    assert ours.trial.command == original.trial.command
+    for key in ("search_space", "objective", "limits", "sampling_algorithm"):
+        assert ours._to_dict()[key] == original._to_dict()[key], key
+    # Literal inputs as written; a boolean as Azure ML sends it (false as 0: stack.runs.Literal_).
+    assert {k: str(v._data) for k, v in ours.inputs.items() if k != "data"} == \
+        {k: str(int(v._data) if isinstance(v._data, bool) else v._data) for k, v in original.inputs.items()
+         if k != "data"}
+    assert ours.inputs["data"].path == original.inputs["data"].path
+    # What azure-ai-ml submits for the node (Sweep._to_job): each sampled input is ${{search_space.<name>}}.
+    assert ours._to_job().trial.command == original._to_job().trial.command
+    assert "--C ${{search_space.c_value}} --kernel ${{search_space.kernel}}" in ours._to_job().trial.command
 
 
 def test_compute_and_environment_flags_apply_to_every_step(project: Path) -> None:

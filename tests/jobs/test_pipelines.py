@@ -183,9 +183,9 @@ BAD = {
     "undeclared-placeholder": (
         pipeline(jobs={"train": {**pipeline()["jobs"]["train"], "inputs": {}}}),
         "aml-gpu-training:jobs[0].jobs.train.command", "${{inputs.epochs}} has no declared input"),
-    "sweep-step": (
-        pipeline(jobs={"tune": {"type": "sweep"}}), "aml-gpu-training:jobs[0].jobs.tune.type",
-        "step type 'sweep': a pipeline here runs command steps"),
+    "parallel-step": (
+        pipeline(jobs={"split": {"type": "parallel"}}), "aml-gpu-training:jobs[0].jobs.split.type",
+        "step type 'parallel': a pipeline here runs command and sweep steps"),
     "registered-component-without-version": (  # issue 40: a pinned one is judged against its pulled spec
         pipeline(jobs={"train": {"component": "azureml:my_train@latest"}}),
         "aml-gpu-training:jobs[0].jobs.train.component", "name a registered component with its version"),

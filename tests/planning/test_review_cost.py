@@ -108,11 +108,34 @@ def test_budget_rules_fire_with_the_pack_parameters_and_name_figure_and_budget()
     (stack_text,) = found["stack-hourly-ceiling"]
     assert "at least $393.28 (price unknown for image-builder) per hour" in stack_text
     assert "budget of $300.00 per hour" in stack_text
-    # The five runs, the pipeline's 2-node training step and the sweep's 2-node trial (each trial is a run).
+    # The five runs, the pipeline's 2-node training step and the sweep as a whole (its 4 trials, not one).
     assert len(found["run-cost-ceiling"]) == 7
-    assert sum("run 'train-eval/train'" in t or "run 'lr-sweep/trial'" in t for t in found["run-cost-ceiling"]) == 2
+    assert sum("run 'train-eval/train'" in t or "sweep 'lr-sweep'" in t for t in found["run-cost-ceiling"]) == 2
+    assert not any("lr-sweep/trial" in t for t in found["run-cost-ceiling"])
+    assert any("sweep 'lr-sweep'" in t and "sweep: 4 trial(s) x 2 node(s) x $98.32 per hour x 2 h trial_timeout "
+               "(limits.max_total_trials and trial_timeout bind; the sweep's limits.timeout of 8 h allows more) = "
+               "$1,573.12, over the budget of $300.00 per run" in t for t in found["run-cost-ceiling"])
     assert any("2 node(s) x $98.32 per hour x 2 h timeout = $393.28, over the budget of $300.00 per run" in t
                for t in found["run-cost-ceiling"])
+
+
+@pytest.mark.parametrize(("limits", "budget", "says"), [
+    # 20 trials, 2 of 2 nodes at once on the 4-node cluster: the 3 h timeout binds before 20 x 2 h.
+    ({"max_total_trials": 20, "max_concurrent_trials": 4, "timeout": 3 * 3600}, 1000,
+     "sweep: 2 trial(s) at once x 2 node(s) x $98.32 per hour x 3 h (limits.timeout binds: it cancels the sweep "
+     "before 20 trial(s) x 2 h trial_timeout) = $1,179.84, over the budget of $1,000.00 per run"),
+    # No sweep timeout: every trial to its trial_timeout.
+    ({"max_total_trials": 6, "timeout": None}, 2000,
+     "sweep: 6 trial(s) x 2 node(s) x $98.32 per hour x 2 h trial_timeout (limits.max_total_trials and "
+     "trial_timeout bind; limits.timeout is not set) = $2,359.68, over the budget of $2,000.00 per run"),
+])
+def test_the_budget_judges_a_sweep_whole_and_names_the_limit_that_binds(limits: dict[str, Any], budget: int,
+                                                                         says: str) -> None:
+    b = on_h100()
+    sweep = _sweep(b, **limits)
+    assert sweep["ceiling_usd"] > budget > 2 * 2 * RATE  # one trial (2 nodes x 2 h) is within the budget
+    found = _budget_findings(b, {"run-cost-ceiling": {"max_usd_per_run": budget}})
+    assert [t for t in found["run-cost-ceiling"] if "lr-sweep" in t] == [f"sweep 'lr-sweep': {says}"]
 
 
 def test_budget_rules_judge_only_what_the_table_prices() -> None:

@@ -510,7 +510,9 @@ CASES = [
          comply=priced_h100, pack_config={"stack-hourly-ceiling": {"max_usd_per_hour": 250}}),
     Case("run-cost-ceiling", run_setting("ddp-per-process", "spec.resources.instance_count", 4), "ddp-per-process",
          "4 node(s) x $98.32 per hour x 2 h timeout = $786.56, over the budget of $500.00 per run",
-         comply=priced_h100, pack_config={"run-cost-ceiling": {"max_usd_per_run": 500}}),
+         # The sweep is judged whole (4 trials x 2 nodes x 2 h is over $500): one trial keeps it within.
+         comply=both(priced_h100, job_setting(SWEEP_TYPE, "lr-sweep", "limits.max_total_trials", 1)),
+         pack_config={"run-cost-ceiling": {"max_usd_per_run": 500}}),
     Case("cluster-idle-floor", lambda b: aml(b)["scaleSettings"].update(minNodeCount=2), CLUSTER,
          "$143,547.20 per month, over the budget of $100,000.00 per month",
          comply=both(priced_h100, lambda b: aml(b)["scaleSettings"].update(minNodeCount=1)),
@@ -678,3 +680,13 @@ def test_a_pipeline_step_is_found_located_and_waived_by_its_qualified_name() -> 
     }]
     (waived,) = [f for f in b.evaluate().findings if f.rule.id == "run-infiniband-disabled"]
     assert waived.waived and waived.owner.name == "train-eval/train"
+
+
+def test_a_pipelines_sweep_step_search_space_is_checked_for_secrets() -> None:
+    b = baseline()
+    node = {"type": "sweep", "search_space": {"token": {"type": "choice", "values": ["a", HF_TOKEN]}},
+            "trial": {"command": "python train.py --token ${{inputs.token}}"}}
+    b.job(PIPELINE_TYPE, "train-eval")["jobs"]["tune"] = node
+    found = [f for f in b.evaluate().findings if f.rule.id == "pipeline-secrets-in-definition"]
+    assert [f.owner.name for f in found] == ["train-eval"]
+    assert found[0].message.startswith("sweep step 'tune' search_space.token") and HF_TOKEN not in found[0].message

@@ -2,7 +2,8 @@
 
 The pipeline trains with ``train_ddp.py`` (2 nodes x 2 processes) and evaluates the checkpoint with
 ``evaluate.py`` in the step bound to the training step's output, in the order the binding gives (the
-evaluation is declared first). The sweep runs two trials with parameters drawn from its search space.
+evaluation is declared first). The sweep runs two trials with parameters drawn from its search space; so
+does a pipeline's sweep step, before the step that binds its output.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.emulate.composite import sample, shown
 from tests import cli
 from tests.conftest import emulation_project
 
@@ -59,9 +61,37 @@ SWEEP = {
 }
 
 
+TUNE = {
+    "type": "sweep",
+    "trial": {"code": "src", "environment": "azureml:acpt:1",
+              "command": "python train_ddp.py --samples 256 --epochs 1 --lr ${{inputs.lr}} "
+                         "--checkpoint-dir ${{outputs.checkpoints}}",
+              "inputs": {"lr": {"type": "number"}}, "outputs": {"checkpoints": {"type": "uri_folder"}},
+              "distribution": {"type": "pytorch", "process_count_per_instance": 1}},
+    "search_space": {"lr": {"type": "loguniform", "min_value": -6.9, "max_value": -2.3}},
+    "sampling_algorithm": {"type": "random", "seed": 5},
+    "objective": {"goal": "minimize", "primary_metric": "loss"},
+    "limits": {"max_total_trials": 4, "max_concurrent_trials": 1},
+}
+PIPELINE_SWEEP = {
+    "name": "tune-eval", "type": "pipeline", "settings": {"default_compute": "gpu-a100"},
+    "jobs": {
+        "tune": TUNE,
+        "evaluate": {
+            "code": "src", "environment": "azureml:acpt:1",
+            "command": "python evaluate.py --samples 256 --checkpoint-dir ${{inputs.checkpoints}} "
+                       "--report-dir ${{outputs.report}} --max-loss 10.0",
+            "inputs": {"checkpoints": "${{parent.jobs.tune.outputs.checkpoints}}"},
+            "outputs": {"report": {"type": "uri_folder"}},
+            "distribution": {"type": "pytorch", "process_count_per_instance": 1},
+        },
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return emulation_project(tmp_path_factory.mktemp("project"), [PIPELINE, SWEEP])
+    return emulation_project(tmp_path_factory.mktemp("project"), [PIPELINE, SWEEP, PIPELINE_SWEEP])
 
 
 def run_local(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -111,4 +141,24 @@ def test_a_sweep_runs_trials_with_sampled_parameters(project: Path) -> None:
 
 def test_trials_is_for_sweeps(project: Path) -> None:
     result = run_local(project, "train-eval", "--trials", "2")
-    assert result.returncode == 2 and "--trials is for sweeps; 'train-eval' is a pipeline" in result.stderr
+    assert result.returncode == 2
+    assert ("--trials is for sweeps and pipelines with a sweep step; 'train-eval' is a pipeline of command steps"
+            in result.stderr)
+
+
+def test_a_pipelines_sweep_step_runs_sampled_trials_and_the_next_step_reads_the_first(project: Path) -> None:
+    result = run_local(project, "tune-eval", "--trials", "2")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert ("pipeline 'tune-eval' of stack 'test', 3 step(s): tune/trial-1, tune/trial-2, evaluate, one after "
+            "another") in result.stderr
+    trials = re.findall(r"^tune/trial-(\d): lr=([0-9.e-]+)$", result.stderr, re.M)
+    # The same draws as a sweep job with this search space and seed (one sampler for both).
+    expected = [shown(p["lr"]) for p in sample(TUNE, 2)]
+    assert [lr for _, lr in trials] == expected
+    for lr in expected:  # the sampled input reached the command where the component wrote ${{inputs.lr}}
+        assert f"--lr {lr} " in result.stderr
+    work = _workdir(result)
+    checkpoints = work / "tune" / "trial-1" / "outputs" / "checkpoints"
+    assert (checkpoints / "checkpoint.pt").is_file()
+    assert (work / "tune" / "trial-2" / "outputs" / "checkpoints" / "checkpoint.pt").is_file()
+    assert f"--checkpoint-dir {checkpoints} " in result.stderr  # evaluate reads trial 1's output
