@@ -87,7 +87,7 @@ def require(stack: LoadedStack, runs: list[ResolvedRun], python: str) -> None:
     lacking: list[str] = []
     for run in runs:
         wanted = requirements.needs(run, stack.root)
-        absent = requirements.missing(wanted, python=python, environ=os.environ)
+        absent = requirements.missing(wanted, python=python, environ=requirements.environment(run, os.environ))
         if absent:
             lacking.append(f"run-local cannot start {run.name!r} of stack {stack.name!r} here: it needs what "
                            f"this machine lacks:\n{requirements.advice(absent, wanted, python=python)}")

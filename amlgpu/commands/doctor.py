@@ -19,9 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.emulate import requirements
+from jobs.pipelines import resolve_composite
+from jobs.resolve import Scans, resolve_run
 from kernel.errors import EXIT_OK, EXIT_POLICY, UserError
 from preflight.checks import Check
 from preflight.machine import MACHINE, Machine, ready
+from stack.project import find_root, load_stack, stack_names
+from stack.runs import Run
 
 
 @dataclass(frozen=True)
@@ -39,12 +44,6 @@ class RunRow:
 
 def run_rows(env: Any, cwd: Path) -> list[RunRow]:
     """Every run of every stack of the project around ``cwd`` (none outside a project), emulable here or not."""
-    from jobs.emulate import requirements
-    from jobs.pipelines import resolve_composite
-    from jobs.resolve import Scans, resolve_run
-    from stack.project import find_root, load_stack, stack_names
-    from stack.runs import Run
-
     try:
         root = find_root(cwd)
     except UserError:
@@ -66,7 +65,9 @@ def run_rows(env: Any, cwd: Path) -> list[RunRow]:
         for job_name, runs in entries:
             lacking: dict[str, dict[str, str]] = {}
             for run in runs:
-                for m in requirements.missing(requirements.needs(run, root), python=sys.executable, environ=env):
+                found = requirements.missing(requirements.needs(run, root), python=sys.executable,
+                                             environ=requirements.environment(run, env))
+                for m in found:
                     fix = m.detail
                     if m.need.name in requirements.SEPARATE_ENVIRONMENT:
                         fix += " in a separate environment, then run-local --python <its python>"

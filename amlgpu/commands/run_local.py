@@ -9,16 +9,15 @@ Azure ML would give each process.
 * mpi: Open MPI's mpirun with nodes x processes ranks (OMPI_COMM_WORLD_*) and AZ_BATCH_MASTER_NODE;
 * tensorflow: one process per worker and parameter server, each with its TF_CONFIG.
 
-The declared topology is the default; --nodes and --procs-per-node scale it down. The run starts in
-a fresh copy of its code folder; ${{outputs.x}} are folders under the work folder, which is removed when
-the run ends, however it ends (--keep keeps it and prints where it is). A Python environment stands in for
-the run's (--python, else amlgpu's own); a run whose code imports a package it lacks (TensorFlow,
-DeepSpeed...), or an mpi run without mpirun, exits 2 naming what to install, before anything starts. Output
-lines are prefixed with the process they come from. When a process fails the others are stopped
-within seconds and the exit status is the failing process's; --timeout stops the run with 124,
-Ctrl-C with 130. Bad input exits 2 without starting anything. A launch the gate blocks (a launcher's
-node count other than the run's, nodes that would never meet) exits 1 with the gate's finding and
-its fix, without starting anything: run-local never rewrites such a launch into one that works.
+The declared topology is the default; --nodes and --procs-per-node scale it down. The run starts in a fresh
+copy of its code folder; ${{outputs.x}} are folders under the work folder, removed when the run ends however
+it ends (--keep keeps it and prints where). A Python environment stands in for the run's (--python, else
+amlgpu's own): a package the run's code needs and it lacks exits 2 naming what to install, before anything
+starts. Output lines are prefixed with the process they come from. When a process fails the others are
+stopped within seconds and the exit status is the failing process's; --timeout stops the run with 124,
+Ctrl-C with 130. Bad input exits 2 without starting anything. A launch the gate blocks (a launcher's node
+count other than the run's, nodes that would never meet) exits 1 with the gate's finding and its fix,
+without starting anything: run-local never rewrites such a launch into one that works.
 
 A pipeline runs its steps one after another, in the order of their bindings, each step's outputs the
 next one's input folders; a sweep runs one trial (--trials N: N trials) with parameters drawn from its

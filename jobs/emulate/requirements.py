@@ -11,7 +11,6 @@ builds at run time, a command that installs packages itself) is not required: ru
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from pathlib import Path
 from analysis import pyscan
 from jobs import launchers
 from jobs.emulate import mpi
+from kernel import bounded
 from stack.resolved import ResolvedRun
 
 LAUNCHER_PACKAGES = {
@@ -83,9 +83,15 @@ def needs(run: ResolvedRun, root: Path) -> list[Need]:
     return list(found.values())
 
 
+def environment(run: ResolvedRun, environ: Mapping[str, str]) -> dict[str, str]:
+    """What the run's processes start with, as far as finding packages and programs goes: the user's environment
+    with the run's ``environment_variables`` over it (its PYTHONPATH, its PATH)."""
+    return {**environ, **{k: str(v) for k, v in run.spec.get("environment_variables", {}).items()}}
+
+
 def missing(wanted: list[Need], *, python: str, environ: Mapping[str, str]) -> list[Missing]:
     """Of ``wanted``, what ``python``'s environment (its packages, with ``environ``'s PYTHONPATH) and ``environ``'s
-    PATH (its programs) lack."""
+    PATH (its programs) lack; ``environ``: :func:`environment`."""
     packages = [n.name for n in wanted if n.kind == "package"]
     absent = set(absent_packages(packages, python=python, pythonpath=environ.get("PYTHONPATH")))
     out: list[Missing] = []
@@ -113,8 +119,9 @@ def absent_packages(names: list[str], *, python: str, pythonpath: str | None) ->
     try:
         done = subprocess.run([python, "-c", probe, *names], capture_output=True, text=True, timeout=60,
                               check=False, env={"PATH": "/usr/bin:/bin", **env}, stdin=subprocess.DEVNULL)
-        answer = json.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        answer = bounded.load_json(done.stdout, "an interpreter's list of absent packages") \
+            if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, bounded.BoundedInputError):
         answer = None
     if not isinstance(answer, list):
         raise OSError(f"{python} cannot be asked what it can import")

@@ -78,6 +78,15 @@ def test_only_what_the_interpreter_lacks_is_missing() -> None:
     assert [(m.need.name, m.detail) for m in missing] == [("no_such_package_xyz", "pip install no_such_package_xyz")]
 
 
+def test_a_pythonpath_the_processes_get_is_searched_too(tmp_path: Path) -> None:
+    (tmp_path / "fancy_pkg_xyz").mkdir()
+    (tmp_path / "fancy_pkg_xyz" / "__init__.py").write_text("")
+    wanted = [requirements.Need("fancy_pkg_xyz", "package", "x")]
+    assert requirements.missing(wanted, python=sys.executable, environ={"PATH": "/usr/bin:/bin"})
+    assert requirements.missing(wanted, python=sys.executable,
+                                environ={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}) == []
+
+
 def test_another_interpreter_is_asked_about_its_own_packages() -> None:
     other = shutil.which("python3", path="/usr/bin:/bin")
     if other is None or Path(other).resolve() == Path(sys.executable).resolve():
