@@ -40,7 +40,8 @@ COMMANDS = {
     "import": "turn Azure ML job YAML and SDK v1/v2 scripts into stack entries",
     "policy": "list the policy rules, or generate their docs page",
     "schema": "print the stack file's JSON Schema (for editors), or check/write the committed copy",
-    "doctor": "check this machine (Python, packages, Pulumi CLI, Azure login, mpirun, torch, GPUs) and say what to do",
+    "doctor": "check this machine (Python, packages, Pulumi CLI, Azure login, mpirun, torch, GPUs, what each declared "
+              "run needs to run locally) and say what to do",
     "prices": "the pricing table: refresh it from Azure's Retail Prices API, or show it",
 }
 """Each command (a module under amlgpu.commands) and its line in ``amlgpu --help``, in the order listed."""

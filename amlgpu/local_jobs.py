@@ -3,9 +3,10 @@ started here with the launch contract Azure ML would give each process (:mod:`am
 the flags).
 
 The emulation itself (the launch contract, the snapshot, the order of the steps, bindings as local folders,
-sampled parameters) is :mod:`jobs.emulate`; this prints what runs, refuses a launch the gate blocks, and stops
-at the first step that fails (a sweep runs every trial, as Azure ML does, and exits with the first failing
-trial's status).
+sampled parameters) is :mod:`jobs.emulate`; this refuses a run whose packages or programs this machine lacks
+(:mod:`jobs.emulate.requirements`) and a launch the gate blocks, prints what runs, stops at the first step that
+fails (a sweep runs every trial, as Azure ML does, and exits with the first failing trial's status), and removes
+the work folder when it ends, however it ends (``--keep`` keeps it).
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.emulate import requirements
 from jobs.emulate.composite import prepare_pipeline, prepare_sweep, shown
 from jobs.emulate.errors import EmulationError
 from jobs.emulate.local import LocalProcessLauncher
 from jobs.emulate.prepare import Prepared, Request, prepare
-from jobs.pipelines import resolve_composite
+from jobs.pipelines import ResolvedComposite, resolve_composite
 from jobs.resolve import resolve_run
 from kernel import secrets
 from kernel.errors import EXIT_OK, UserError
+from kernel.interrupts import shielded, terminate_as_interrupt
 from policies.packconfig import for_stack, resolve
 from policies.rules.launch import TOPOLOGY_RULES
 from stack import NAMESPACE
@@ -47,22 +50,83 @@ class Options:
     """``--input NAME=VALUE``, as given."""
     tf_empty_ps: bool = False
     trials: int = 1
+    keep: bool = False
+    """``--keep``: keep the work folder (snapshot and outputs) and print where it is."""
+    python: str | None = None
+    """``--python``: the interpreter whose environment stands in for the run's (default: amlgpu's own)."""
+
+    def interpreter(self) -> str:
+        """``--python`` as an absolute path (its folder goes first on PATH, so a virtualenv's link is kept, not
+        resolved), or amlgpu's own interpreter."""
+        if self.python is None:
+            return sys.executable
+        path = os.path.abspath(os.path.expanduser(self.python))
+        if not os.path.isfile(path) or not os.access(path, os.X_OK):
+            raise UserError(f"{self.python} is not an executable file (a Python interpreter, e.g. "
+                            "~/.venvs/run-local/bin/python)", key="--python")
+        return path
 
     def request(self) -> Request:
         return Request(nodes=self.nodes, procs_per_node=self.procs_per_node, timeout_s=self.timeout,
-                       inputs=parse_inputs(list(self.inputs)), tf_empty_ps=self.tf_empty_ps)
+                       inputs=parse_inputs(list(self.inputs)), tf_empty_ps=self.tf_empty_ps,
+                       python=self.interpreter())
 
 
 def run_local(stack: LoadedStack, name: str, options: Options) -> int:
     """Run the run, pipeline or sweep ``name`` of ``stack`` here; its exit status (see
-    :mod:`amlgpu.commands.run_local`)."""
-    if any(job.name == name for job in stack.config.composites):
-        return _run_composite(stack, name, options)
+    :mod:`amlgpu.commands.run_local`). SIGTERM unwinds like Ctrl-C, so the work folder goes either way."""
+    with terminate_as_interrupt():
+        if any(job.name == name for job in stack.config.composites):
+            return _run_composite(stack, name, options)
+        return _run_one(stack, name, options)
+
+
+def require(stack: LoadedStack, runs: list[ResolvedRun], python: str) -> None:
+    """Bad input (exit 2, before anything is made or started) when this machine lacks a package or program one of
+    ``runs`` needs: each named, with what to install and where."""
+    lacking: list[str] = []
+    for run in runs:
+        wanted = requirements.needs(run, stack.root)
+        absent = requirements.missing(wanted, python=python, environ=requirements.environment(run, os.environ))
+        if absent:
+            lacking.append(f"run-local cannot start {run.name!r} of stack {stack.name!r} here: it needs what "
+                           f"this machine lacks:\n{requirements.advice(absent, wanted, python=python)}")
+    if lacking:
+        raise UserError("\n".join(lacking))
+
+
+@contextlib.contextmanager
+def work_folder(name: str, *, keep: bool) -> Iterator[Path]:
+    """A fresh work folder for ``name`` under the temporary folder (TMPDIR), removed when the block ends however it
+    ends (an error, Ctrl-C, SIGTERM; a second Ctrl-C waits for the removal), unless ``keep``: then kept and printed."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{name}-"))
+    started = False
+    try:
+        yield workdir
+        started = True
+    except UserError:
+        raise  # bad input: nothing ran, nothing to keep
+    except BaseException:
+        started = True
+        raise
+    finally:
+        with shielded():
+            if keep and started and workdir.exists():  # a refused launch removed it already
+                say(f"work folder (snapshot and outputs, kept: --keep): {workdir}")
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_one(stack: LoadedStack, name: str, options: Options) -> int:
     index, declared = find_run(stack, name)
     resolved = resolve_run(declared, stack.config, stack.root)
     request = options.request()
+    with work_folder(declared.name, keep=options.keep) as workdir:
+        return _start(stack, index, resolved, request, workdir, options)
 
-    workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{declared.name}-"))
+
+def _start(stack: LoadedStack, index: int, resolved: ResolvedRun, request: Request, workdir: Path,
+           options: Options) -> int:
     with preparing(workdir, stack, index):
         prepared = prepare(resolved, request, root=stack.root, workdir=workdir, environ=os.environ)
     refused = topology_findings(stack, resolved)
@@ -75,8 +139,10 @@ def run_local(stack: LoadedStack, name: str, options: Options) -> int:
             say(f"  {rule_id}: {message}")
         say(f"  {stack.file.display}: {NAMESPACE}:jobs[{index}].command")
         return 1
+    # After bad input and the gate's refusal (each says more about the run than what this machine lacks).
+    require(stack, [resolved], request.python)
 
-    header(stack, resolved, prepared, timeout_declared=options.timeout is None)
+    header(stack, resolved, prepared, request.python, timeout_declared=options.timeout is None)
     result = LocalProcessLauncher().launch(prepared.plan)
 
     say()
@@ -85,7 +151,8 @@ def run_local(stack: LoadedStack, name: str, options: Options) -> int:
     elif result.outcome == "interrupted":
         say("run-local: interrupted: every process was stopped")
     say(result.summary())
-    say(f"work folder (snapshot and outputs): {prepared.workdir}")
+    if not options.keep:
+        say("work folder removed (--keep keeps the snapshot and outputs)")
     return result.exit_code
 
 
@@ -113,7 +180,13 @@ def _run_composite(stack: LoadedStack, name: str, options: Options) -> int:
     if not swept and options.trials != 1:
         raise UserError(f"--trials is for sweeps and pipelines with a sweep step; {job.name!r} is a {job.kind} "
                         "of command steps", key="--trials")
-    workdir = Path(tempfile.mkdtemp(prefix=f"amlgpu-run-local-{job.name}-"))
+    require(stack, runs, request.python)
+    with work_folder(job.name, keep=options.keep) as workdir:
+        return _run_steps(stack, index, job, runs, request, workdir, options)
+
+
+def _run_steps(stack: LoadedStack, index: int, job: ResolvedComposite, runs: list[ResolvedRun], request: Request,
+               workdir: Path, options: Options) -> int:
     with preparing(workdir, stack, index):
         if job.kind == "pipeline":
             steps = prepare_pipeline(job, {r.name: r for r in runs}, request, root=stack.root, workdir=workdir,
@@ -130,7 +203,7 @@ def _run_composite(stack: LoadedStack, name: str, options: Options) -> int:
         say()
         if step.parameters:
             say(f"{step.name}: " + ", ".join(f"{k}={shown(v)}" for k, v in step.parameters.items()))
-        header(stack, step.run, step.prepared, timeout_declared=options.timeout is None)
+        header(stack, step.run, step.prepared, request.python, timeout_declared=options.timeout is None)
         result = LocalProcessLauncher().launch(step.prepared.plan)
         say(result.summary())
         if result.exit_code != EXIT_OK:
@@ -140,7 +213,9 @@ def _run_composite(stack: LoadedStack, name: str, options: Options) -> int:
                 say(f"run-local: {step.name} ended with exit {result.exit_code}: the {later} after it do not run")
                 break
     say()
-    say(f"work folder (each {'step' if job.kind == 'pipeline' else 'trial'}'s snapshot and outputs): {workdir}")
+    if not options.keep:
+        say(f"work folder removed (--keep keeps each {'step' if job.kind == 'pipeline' else 'trial'}'s snapshot "
+            "and outputs)")
     return status
 
 
@@ -188,7 +263,8 @@ def preparing(workdir: Path, stack: LoadedStack, index: int) -> Iterator[None]:
         raise
 
 
-def header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, timeout_declared: bool) -> None:
+def header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, python: str, *,
+           timeout_declared: bool) -> None:
     """What is about to run, where, and how it differs from the run on Azure ML."""
     cluster, dist_type = resolved.cluster, resolved.distribution["type"]
     style = f" ({resolved.launcher})" if resolved.launcher != dist_type else ""
@@ -196,7 +272,7 @@ def header(stack: LoadedStack, resolved: ResolvedRun, prepared: Prepared, *, tim
         f"({cluster.size}, {cluster.gpus} GPU(s) per node)")
     say(f"  distribution  {dist_type}{style}: {prepared.topology.describe()}")
     say(f"  declared      {prepared.topology.declared}")
-    say(f"  environment   {sys.executable} stands in for {resolved.spec['environment']}")
+    say(f"  environment   {python} stands in for {resolved.spec['environment']}")
     code = resolved.spec.get("code")
     origin = f"{prepared.snapshot_files} file(s) from {code}" if code is not None else "empty: the run has no code"
     say(f"  snapshot      {prepared.plan.cwd} ({origin})")

@@ -71,10 +71,28 @@ _YELLOW = linear.compile(rf"^(?:  {_FINDING}|Advisory findings|\s*warning:)")
 """An advisory finding as the plan lists it (indented two spaces), its heading, and a warning."""
 
 
+GREEN, BRIGHT_MAGENTA = "\x1b[32m", "\x1b[95m"
+STEP_COLOURS = {"+ ": GREEN, "~ ": YELLOW, "+-": BRIGHT_MAGENTA, "- ": RED}
+"""``pulumi preview``'s colour for each step's glyph (pulumi/pulumi, pkg/resource/deploy/step.go ``Color``:
+create green, update yellow, replace bright magenta, delete red; an unchanged resource is not coloured)."""
+_TREE_LINE = linear.compile(r"^(\+-|[+~-] ) (?:  )*\S")
+"""A resource of the plan's tree (planning.render.plan_tree): its step's glyph, a space, the tree's indentation."""
+_STEP = r"(\+ |~ |- |\+-)\d+ to (?:create|update|delete|replace)"
+_STEPS_LINE = linear.compile(rf"^Resources: (?:{_STEP}, )*\d+ unchanged$")
+_STEP_PIECE = linear.compile(_STEP)
+"""The summary line of a plan against a base (planning.render.change_summary) and each count in it."""
+
+
 def paint_line(line: str) -> str:
-    """``line`` (with or without its newline) red or yellow as :data:`_RED` / :data:`_YELLOW` say, else as it is."""
+    """``line`` (with or without its newline) red or yellow as :data:`_RED` / :data:`_YELLOW` say, a resource of the
+    plan's tree and each count of its summary in its step's colour (:data:`STEP_COLOURS`), else as it is."""
     body = line.rstrip("\n")
-    colour = RED if _RED.match(body) else YELLOW if _YELLOW.match(body) else None
+    if _STEPS_LINE.match(body):
+        painted = _STEP_PIECE.sub(lambda m: f"{STEP_COLOURS[m.group(1)]}{m.group(0)}{RESET}", body)
+        return painted + line[len(body):]
+    tree = _TREE_LINE.match(body)
+    colour = RED if _RED.match(body) else YELLOW if _YELLOW.match(body) else \
+        STEP_COLOURS[tree.group(1)] if tree else None
     return line if colour is None or not body else f"{colour}{body}{RESET}{line[len(body):]}"
 
 

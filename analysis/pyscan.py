@@ -22,6 +22,7 @@ dynamic imports (``importlib``, ``__import__``, ``exec``) and starting other pro
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -78,6 +79,26 @@ _OPAQUE_BUILTINS = frozenset({"__import__", "exec", "eval"})
 _OPAQUE_OS = frozenset({"system", "popen", "execv", "execve", "execvp", "execvpe", "execl", "execlp", "spawnv",
                         "spawnvp", "posix_spawn", "posix_spawnp"})
 _OPAQUE_MODULES = frozenset({"importlib", "subprocess", "runpy"})
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+"""Exceptions whose handler means the imports in the ``try`` body may fail: the code runs without them."""
+
+
+def _guards_imports(node: ast.AST) -> bool:
+    """Whether ``node``'s body holds imports the code can run without: a ``try`` whose handler catches a failed
+    import (or everything), or ``if TYPE_CHECKING:`` (never true when the code runs)."""
+    if isinstance(node, ast.Try | ast.TryStar):
+        for handler in node.handlers:
+            caught = handler.type
+            names = caught.elts if isinstance(caught, ast.Tuple) else [caught] if caught is not None else []
+            if caught is None or any((n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute)
+                                      else None) in _IMPORT_ERRORS for n in names):
+                return True
+        return False
+    if isinstance(node, ast.If):
+        test = node.test
+        return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return False
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,20 @@ class Reading:
     opens_gpu: bool = True
     """Whether the script or a code-folder module it imports imports one of :data:`GPU_MODULES` (True, the
     cautious answer, whenever :attr:`opaque` is set)."""
+    packages: tuple[Imported, ...] = ()
+    """The packages from outside the code folder and the standard library that the script and the code-folder
+    modules it imports import for sure: imports inside a ``try`` that catches ``ImportError`` and under
+    ``if TYPE_CHECKING:`` are left out (the code runs without them). Only those read so far when :attr:`opaque`
+    is set."""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A package a run's code imports: its top-level name, the code-folder file and the line."""
+
+    package: str
+    file: str
+    line: int
 
 
 def _parse(path: Path) -> ast.Module | str:
@@ -141,22 +176,29 @@ class _Visitor:
         self.aliases: dict[str, str] = {}  # local name -> imported module (torch, tensorflow, transformers)
         self.opaque: str | None = None
         self.gpu = False
+        self.imports: list[tuple[str, int]] = []  # (absolute module, line) imported for sure
 
     def visit(self, tree: ast.AST) -> None:
-        pending = [tree]
+        pending: list[tuple[ast.AST, bool]] = [(tree, False)]  # (node, whether its imports may fail)
         while pending:
-            node = pending.pop()
+            node, guarded = pending.pop()
             if isinstance(node, ast.Import):
                 self.visit_Import(node)
+                if not guarded:
+                    self.imports.extend((alias.name, node.lineno) for alias in node.names)
                 continue  # its aliases hold nothing more
             if isinstance(node, ast.ImportFrom):
                 self.visit_ImportFrom(node)
+                if not guarded and node.level == 0 and node.module:
+                    self.imports.append((node.module, node.lineno))
                 continue
             if isinstance(node, ast.Attribute):
                 self.visit_Attribute(node)
             elif isinstance(node, ast.Call):
                 self.visit_Call(node)
-            pending.extend(reversed(list(ast.iter_child_nodes(node))))
+            body = set(map(id, getattr(node, "body", ()))) if _guards_imports(node) else set()
+            children = reversed(list(ast.iter_child_nodes(node)))
+            pending.extend((child, guarded or id(child) in body) for child in children)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -246,16 +288,17 @@ def process_group_use(code: Path, script: str) -> Reading:
         return Reading(frozenset(), f"{script} is not in the code folder")
     top = code.resolve()
     frameworks: set[str] = set()
+    packages: dict[str, Imported] = {}
     gpu = False
     pending, seen = [start], {start}
     while pending:
         if len(seen) > MAX_MODULES:
             return Reading(frozenset(frameworks), f"imports more than {MAX_MODULES} modules of the code folder",
-                           len(seen))
+                           len(seen), packages=tuple(packages.values()))
         path = pending.pop()
         tree = _parse(path)
         if isinstance(tree, str):
-            return Reading(frozenset(frameworks), tree, len(seen))
+            return Reading(frozenset(frameworks), tree, len(seen), packages=tuple(packages.values()))
         if path == start and not [n for n in tree.body if not (isinstance(n, ast.Expr)
                                                                 and isinstance(n.value, ast.Constant))]:
             return Reading(frozenset(), f"{script} holds no code", 1)
@@ -263,16 +306,21 @@ def process_group_use(code: Path, script: str) -> Reading:
         visitor.visit(tree)
         frameworks |= visitor.frameworks
         gpu = gpu or visitor.gpu
-        if visitor.opaque is not None:
-            where = path.relative_to(top).as_posix()
-            return Reading(frozenset(frameworks), f"{where} {visitor.opaque}", len(seen))
         here = PurePosixPath(path.relative_to(top).as_posix())
+        for module, line in visitor.imports:
+            package = module.split(".")[0]
+            if package not in packages and package not in sys.stdlib_module_names \
+                    and _local_module(code, here, package, 0) is None:
+                packages[package] = Imported(package, here.as_posix(), line)
+        if visitor.opaque is not None:
+            return Reading(frozenset(frameworks), f"{here.as_posix()} {visitor.opaque}", len(seen),
+                           packages=tuple(packages.values()))
         for module, level in visitor.local:
             found = _local_module(code, here, module, level)
             if found is not None and found not in seen:
                 seen.add(found)
                 pending.append(found)
-    return Reading(frozenset(frameworks), None, len(seen), opens_gpu=gpu)
+    return Reading(frozenset(frameworks), None, len(seen), opens_gpu=gpu, packages=tuple(packages.values()))
 
 
 LEGACY_PREFIX = "AZ_BATCHAI_"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from azurefacts import resource_types, skus
@@ -15,6 +16,9 @@ from policies.cost import CostReport
 if TYPE_CHECKING:  # the service imports this module to render its plans; the engine loads Pulumi
     from planning.engine import PlannedResource
     from planning.service import Plan
+
+RUN_PREFIX = "aml-gpu-training:jobs:"
+"""Runs' component types: the tree leaves them out, the Runs section lists them with their topology."""
 
 # The input holding each resource's Azure name, where it differs from the logical name.
 _OWN_NAME = {
@@ -43,18 +47,84 @@ def _short_type(token: str) -> str:
     return f"{module}:{kind}" if package == "azure-native" else kind
 
 
-def _line(resource: PlannedResource) -> str:
-    label = f"{_short_type(resource.type)} {resource.name}"
-    own = _OWN_NAME.get(resource.type)
-    azure_name = resource.inputs.get(own) if own else None
-    if azure_name and azure_name != resource.name:
+def _line(type_: str, name: str, inputs: dict[str, Any], options: dict[str, Any]) -> str:
+    label = f"{_short_type(type_)} {name}"
+    own = _OWN_NAME.get(type_)
+    azure_name = inputs.get(own) if own else None
+    if azure_name and azure_name != name:
         label += f" ({azure_name})"
     flags = [flag for flag, on in (
-        ("protected", resource.options.get("protect")),
-        ("kept on delete", resource.options.get("retainOnDelete")),
-        ("replaced on immutable change", resource.options.get("replaceOnChanges")),
+        ("protected", options.get("protect")),
+        ("kept on delete", options.get("retainOnDelete")),
+        ("replaced on immutable change", options.get("replaceOnChanges")),
     ) if on]
     return label + (f"  [{', '.join(flags)}]" if flags else "")
+
+
+# What `pulumi preview` prints before a resource for each step and in its summary (pulumi/pulumi,
+# pkg/resource/deploy/step.go: RawPrefix "+ " create, "~ " update, "+-" replace, "- " delete, "  " same; Color:
+# create green, update yellow, replace bright magenta, delete red, same plain; pkg/backend/display/diff.go,
+# renderSummaryEvent: "<prefix><count> to <op>" per kind in the order of deploy.StepOps (same, create, update,
+# delete, replace), then "<n> unchanged"). amlgpu.terminal paints them when colour is on.
+GLYPHS = {"create": "+ ", "update": "~ ", "delete": "- ", "replace": "+-", "same": "  "}
+_ACTIONS = {"add": "create", "update": "update", "replace": "replace", "remove": "delete"}
+"""diff.json's action -> Pulumi's step."""
+
+
+@dataclass(frozen=True)
+class _Node:
+    key: tuple[str, str]
+    """(type, name): what a child's parent reference names."""
+    parent: tuple[str, str] | None
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+    step: str
+
+
+def _nodes(result: Plan) -> list[_Node]:
+    """Every resource of the plan with its step against the base (all "create" without one), and those of the base
+    the plan no longer has ("delete"), each with its parent's (type, name)."""
+    by_urn = {r.urn: r for r in result.engine.resources}
+
+    def parent_of(resource: PlannedResource) -> tuple[str, str] | None:
+        parent = by_urn.get(resource.parent_urn or "")
+        return (parent.type, parent.name) if parent is not None else None
+
+    if result.diff is None or result.base is None:
+        return [_Node((r.type, r.name), parent_of(r), r.type, r.name, r.inputs, r.options, "create")
+                for r in result.engine.resources]
+    steps = {(d["type"], d["name"], d.get("parent")): _ACTIONS[d["action"]] for d in result.diff["resources"]}
+    base = {(r["type"], r["name"], r.get("parent")) for r in result.base.resources}
+    nodes: list[_Node] = []
+    here = set()
+    for r in result.engine.resources:
+        key = (r.type, r.name, r.parent)
+        here.add(key)
+        # Components are not in the diff (no Azure resource): created when the base lacks them, else the same.
+        step = steps.get(key) or ("same" if key in base else "create")
+        nodes.append(_Node((r.type, r.name), parent_of(r), r.type, r.name, r.inputs, r.options, step))
+    for gone in result.base.resources:
+        key = (gone["type"], gone["name"], gone.get("parent"))
+        if key in here or gone["type"].startswith(RUN_PREFIX):
+            continue
+        parent = (gone["parentType"], gone["parent"]) if gone.get("parentType") and gone.get("parent") else None
+        nodes.append(_Node((gone["type"], gone["name"]), parent, gone["type"], gone["name"], gone.get("inputs") or {},
+                           gone.get("options") or {}, "delete"))
+    return nodes
+
+
+def change_summary(diff: dict[str, Any], azure_resources: int) -> str:
+    """``Resources: + 2 to create, ~ 1 to update, - 1 to delete, +-1 to replace, 40 unchanged``, Azure resources
+    only (as diff.json counts them), in ``pulumi preview``'s words and order."""
+    counts = diff["counts"]
+    steps = {"create": counts["add"], "update": counts["update"], "delete": counts["remove"],
+             "replace": counts["replace"]}
+    pieces = [f"{GLYPHS[step]}{n} to {step}" for step, n in steps.items() if n]
+    unchanged = azure_resources - counts["add"] - counts["update"] - counts["replace"]
+    pieces.append(f"{unchanged} unchanged")
+    return "Resources: " + ", ".join(pieces)
 
 
 def azure_resource_count(resources: list[dict[str, Any]]) -> int:
@@ -180,19 +250,22 @@ def priced_at(priced: list[Any]) -> list[str]:
 
 def plan_tree(result: Plan, out: str) -> str:
     resources: list[dict[str, Any]] = result.resources
-    children: dict[str | None, list[PlannedResource]] = defaultdict(list)
-    for planned in result.engine.resources:
-        children[planned.parent_urn].append(planned)
+    nodes = _nodes(result)
+    known = {node.key for node in nodes}
+    children: dict[tuple[str, str] | None, list[_Node]] = defaultdict(list)
+    for node in nodes:
+        children[node.parent if node.parent in known else None].append(node)
     lines = [f"Plan for stack {result.stack.name} (offline: Pulumi mock engine, nothing sent to Azure)", ""]
 
-    def walk(parent: str | None, depth: int) -> None:
-        for resource in sorted(children.get(parent, []), key=lambda r: (r.type, r.name)):
-            if resource.type.startswith("aml-gpu-training:jobs:"):
+    def walk(parent: tuple[str, str] | None, depth: int, seen: frozenset[tuple[str, str]]) -> None:
+        for node in sorted(children.get(parent, []), key=lambda n: (n.type, n.name, n.step)):
+            if node.type.startswith(RUN_PREFIX) or node.key in seen:
                 continue  # runs are listed below, with their topology
-            lines.append(f"{'  ' * depth}+ {_line(resource)}")
-            walk(resource.urn, depth + 1)
+            # The step's column first, then the tree's indentation, as pulumi preview lays it out.
+            lines.append(f"{GLYPHS[node.step]} {'  ' * depth}{_line(node.type, node.name, node.inputs, node.options)}")
+            walk(node.key, depth + 1, seen | {node.key})
 
-    walk(None, 0)
+    walk(None, 0, frozenset())
     config = result.stack.config
     lines += ["", "Clusters:"]
     for cluster in config.clusters:
@@ -215,9 +288,11 @@ def plan_tree(result: Plan, out: str) -> str:
     report = result.report
     protected = sum(1 for r in resources if r.get("options", {}).get("protect"))
     custom = azure_resource_count(resources)
+    counted = (f"{custom} Azure resources to create" if result.diff is None else
+               f"{change_summary(result.diff, custom)}\n{custom} Azure resources in the plan")
     lines += [
         "",
-        f"{custom} Azure resources to create ({protected} protected from deletion), {len(result.runs)} run(s).",
+        f"{counted} ({protected} protected from deletion), {len(result.runs)} run(s).",
         f"Policy: {report.mandatory_failures} mandatory failure(s), {report.advisory_failures} advisory warning(s), "
         f"{report.waived} waived.",
         f"Wrote {out}/: resources.json, outputs.json, policy.sarif, policy.md"

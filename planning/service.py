@@ -94,6 +94,8 @@ class Plan:
     """``diff.json`` against the base (its ``cost`` the change in cost); None without a base."""
     base_waivers: list[Waiver] | None = None
     """The base plan's waivers (its ``waivers.json``), when planned against a base that recorded them."""
+    base: Base | None = None
+    """The base itself (the terminal tree marks what it lacks, has and loses); None without one."""
 
     @property
     def exit_code(self) -> int:
@@ -139,7 +141,7 @@ def _against(plan: Plan, base: Base, prices: PriceTable | None) -> Plan:
     except (KeyError, TypeError, ValueError):
         base_runs = []  # a base planned by older code: its runs' cost cannot be read back
     changes["cost"] = cost_change(estimate(Stack(base.resources, base_runs), prices), plan.cost)
-    return replace(plan, diff=changes, base_waivers=base.waivers)
+    return replace(plan, diff=changes, base_waivers=base.waivers, base=base)
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,10 @@ def _base(request: Request, stack: LoadedStack, note: Callable[[str], None]) -> 
                  "planned without a diff")
             return None
         return read_plan_folder(folder)
-    note(f"Planning the base {request.base!r}...")
+    if Path(request.base).is_dir():
+        note(f"Reading the base plan from {request.base}/resources.json...")
+    else:
+        note(f"Planning the base {request.base!r} (the git ref, with its own code, in a temporary worktree)...")
     return load_base(request.base, stack.root, stack.name)
 
 

@@ -8,8 +8,8 @@ the cluster, done on this machine.
 4. one process spec per process Azure ML would start, each with its launch contract
    (:mod:`analysis.contract`) and its node's GPUs (:mod:`jobs.emulate.devices`).
 
-The local Python environment stands in for the run's ``environment``: its interpreter's folder is
-put first on PATH, so ``python`` and ``torchrun`` in the command are the ones ``amlgpu`` runs with.
+A local Python environment stands in for the run's ``environment`` (``--python``, else amlgpu's own): its
+interpreter's folder is put first on PATH, so ``python`` and ``torchrun`` in the command are that environment's.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ class Request:
     inputs: Mapping[str, str] = field(default_factory=dict)
     """``--input name=VALUE``: a local path for a data input, a value for a literal one."""
     tf_empty_ps: bool = False
+    python: str = sys.executable
+    """The interpreter whose environment stands in for the run's (``--python``; default: the one running amlgpu)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def prepare(run: ResolvedRun, request: Request, *, root: Path, workdir: Path,
     elif run.distribution["type"] == "mpi" and run.launcher in launchers.PER_NODE_LAUNCHERS:
         notes.append(f"{run.launcher} runs as each MPI rank's program, as written (flags not rewritten)")
 
-    base = _base_environment(spec, environ)
+    base = _base_environment(spec, environ, request.python)
     if "OMP_NUM_THREADS" not in base:
         base["OMP_NUM_THREADS"] = _omp_threads(topology)
         notes.append(f"OMP_NUM_THREADS={base['OMP_NUM_THREADS']}: the processes share this machine's "
@@ -189,11 +191,11 @@ def _mpirun(environ: Mapping[str, str]) -> str:
         raise EmulationError(str(err), key="distribution.type") from None
 
 
-def _base_environment(spec: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """The user's environment without launcher variables, the local interpreter first on PATH,
+def _base_environment(spec: Mapping[str, Any], environ: Mapping[str, str], python: str) -> dict[str, str]:
+    """The user's environment without launcher variables, the standing-in interpreter's folder first on PATH,
     unbuffered Python output (so lines arrive as they are printed), then the run's own variables."""
     base = contract.strip_launcher_variables(dict(environ))
-    base["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), base.get("PATH", os.defpath)])
+    base["PATH"] = os.pathsep.join([os.path.dirname(python), base.get("PATH", os.defpath)])
     base.setdefault("PYTHONUNBUFFERED", "1")
     base.update(spec.get("environment_variables", {}))
     return base

@@ -100,13 +100,13 @@ def run_local(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _workdir(result: subprocess.CompletedProcess[str]) -> Path:
-    match = re.search(r"^work folder \(each (?:step|trial)'s snapshot and outputs\): (.+)$", result.stderr, re.M)
+    match = re.search(r"^work folder \(snapshot and outputs, kept: --keep\): (.+)$", result.stderr, re.M)
     assert match, result.stderr
     return Path(match.group(1))
 
 
 def test_a_pipeline_runs_its_steps_in_binding_order_on_local_folders(project: Path) -> None:
-    result = run_local(project, "train-eval")
+    result = run_local(project, "train-eval", "--keep")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "pipeline 'train-eval' of stack 'test', 2 step(s): train, evaluate, one after another" in result.stderr
     work = _workdir(result)
@@ -128,7 +128,7 @@ def test_a_failing_step_stops_the_pipeline(project: Path) -> None:
 
 
 def test_a_sweep_runs_trials_with_sampled_parameters(project: Path) -> None:
-    result = run_local(project, "lr-sweep", "--trials", "2")
+    result = run_local(project, "lr-sweep", "--trials", "2", "--keep")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     trials = re.findall(r"^trial-(\d): batch=(\d+), lr=([0-9.e-]+)$", result.stderr, re.M)
     assert [t[0] for t in trials] == ["1", "2"] and trials[0][1:] != trials[1][1:]

@@ -157,7 +157,7 @@ def run_local(project: Path, *args: str, timeout: float = 90, env: dict[str, str
 
 
 def workdir(result: subprocess.CompletedProcess[str]) -> Path:
-    match = re.search(r"^work folder \(snapshot and outputs\): (.+)$", result.stderr, re.M)
+    match = re.search(r"^work folder \(snapshot and outputs, kept: --keep\): (.+)$", result.stderr, re.M)
     assert match, result.stderr
     return Path(match.group(1))
 
@@ -182,7 +182,7 @@ def test_per_process_pytorch_all_reduces_across_two_nodes_of_two(project: Path) 
 
 
 def test_per_node_torchrun_starts_its_workers_with_the_rewritten_count(project: Path) -> None:
-    result = run_local(project, "probe-torchrun", "--procs-per-node", "2")
+    result = run_local(project, "probe-torchrun", "--procs-per-node", "2", "--keep")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "torchrun flags rewritten for the local topology: --nproc_per_node 8 -> 2" in result.stderr
     seen = probes(result)
@@ -198,7 +198,7 @@ def test_per_node_torchrun_starts_its_workers_with_the_rewritten_count(project: 
 
 def test_mpi_ranks_see_open_mpis_variables_per_emulated_node(project: Path, mpirun: None) -> None:
     # Four GPUs "visible" (the probe never touches them): each emulated node must get two of its own.
-    result = run_local(project, "probe-mpi", env=user_env(project, CUDA_VISIBLE_DEVICES="0,1,2,3"))
+    result = run_local(project, "probe-mpi", "--keep", env=user_env(project, CUDA_VISIBLE_DEVICES="0,1,2,3"))
     assert result.returncode == 0, result.stdout + result.stderr
     seen = probes(result)
     assert sorted(seen) == ["rank-0", "rank-1", "rank-2", "rank-3"]
@@ -228,7 +228,7 @@ def test_the_allreduce_health_check_runs_under_mpi_and_finds_the_sums_right(proj
 ])
 def test_tensorflow_tasks_each_get_their_tf_config(project: Path, run: str, flags: list[str],
                                                    cluster: dict[str, int]) -> None:
-    result = run_local(project, run, *flags)
+    result = run_local(project, run, *flags, "--keep")
     assert result.returncode == 0, result.stdout + result.stderr
     configs = {name: variables["TF_CONFIG"] for name, variables in probes(result).items()}
     tasks = [f"worker-{i}" for i in range(cluster["worker"])] + [f"ps-{i}" for i in range(cluster.get("ps", 0))]
@@ -248,7 +248,7 @@ def test_a_failing_rank_stops_the_whole_run_within_seconds(project: Path, run: s
     if run == "fail-mpi":
         request.getfixturevalue("mpirun")
     started = time.monotonic()
-    result = run_local(project, run)
+    result = run_local(project, run, "--keep")
     assert time.monotonic() - started < 15  # the other ranks would sleep for 120 s
     assert result.returncode == 7, result.stdout + result.stderr
     assert "run failed: rank 2 exited 7 first (exit 7)" in result.stderr
@@ -263,7 +263,7 @@ def test_a_failing_rank_stops_the_whole_run_within_seconds(project: Path, run: s
 
 
 def test_the_trainer_converges_on_its_synthetic_task(project: Path) -> None:
-    result = run_local(project, "train", "--procs-per-node", "1")
+    result = run_local(project, "train", "--procs-per-node", "1", "--keep")
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = [json.loads(line) for line in
                (workdir(result) / "outputs" / "checkpoints" / "metrics.jsonl").read_text().splitlines()]
@@ -283,7 +283,7 @@ def test_timeout_stops_the_run_with_124(project: Path) -> None:
 
 
 def test_ctrl_c_stops_every_process_and_exits_130(project: Path) -> None:
-    proc = subprocess.Popen([str(cli.AMLGPU), "run-local", "sleep", "--stack", "test"], cwd=project,
+    proc = subprocess.Popen([str(cli.AMLGPU), "run-local", "sleep", "--stack", "test", "--keep"], cwd=project,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env(project))
     assert proc.stdout is not None
     up = [proc.stdout.readline() for _ in range(2)]
@@ -301,7 +301,7 @@ def test_inputs_outputs_and_the_snapshot(project: Path, tmp_path: Path) -> None:
     images = tmp_path / "images"
     images.mkdir()
     (images / "cat.png").write_text("x")
-    result = run_local(project, "show", "--procs-per-node", "1", "--input", f"images={images}")
+    result = run_local(project, "show", "--procs-per-node", "1", "--input", f"images={images}", "--keep")
     assert result.returncode == 0, result.stdout + result.stderr
     work = workdir(result)
     assert lines(result, "rank 0") == [f"cwd {work / 'code'}"]
@@ -360,3 +360,50 @@ def test_mpi_without_mpirun_says_how_to_install_it(project: Path, tmp_path: Path
     result = run_local(project, "probe-mpi", env=user_env(project, PATH=str(bin_dir)))
     assert result.returncode == 2
     assert "distribution 'mpi' runs under mpirun, which is not on PATH: install Open MPI" in result.stderr
+
+
+def _scratch(tmp_path: Path) -> Path:
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    return folder
+
+
+@pytest.mark.parametrize(("run", "code"), [("allreduce-sum", 0), ("fail", 7)])
+def test_the_work_folder_is_removed_when_the_run_ends(project: Path, tmp_path: Path, run: str, code: int) -> None:
+    scratch = _scratch(tmp_path)
+    result = run_local(project, run, env=user_env(project, TMPDIR=str(scratch)))
+    assert result.returncode == code, result.stdout + result.stderr
+    assert list(scratch.iterdir()) == []
+    assert "work folder removed (--keep keeps the snapshot and outputs)" in result.stderr
+    assert "kept: --keep" not in result.stderr
+
+
+def test_keep_keeps_the_work_folder_and_says_where(project: Path, tmp_path: Path) -> None:
+    scratch = _scratch(tmp_path)
+    result = run_local(project, "allreduce-sum", "--keep", env=user_env(project, TMPDIR=str(scratch)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    kept = workdir(result)
+    assert kept.parent == scratch and list(scratch.iterdir()) == [kept]
+    assert (kept / "code" / "allreduce_sum.py").is_file()
+    assert "work folder removed" not in result.stderr
+
+
+def test_ctrl_c_removes_the_work_folder_too(project: Path, tmp_path: Path) -> None:
+    scratch = _scratch(tmp_path)
+    proc = subprocess.Popen([str(cli.AMLGPU), "run-local", "sleep", "--stack", "test"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=user_env(project, TMPDIR=str(scratch)))
+    assert proc.stdout is not None
+    up = [proc.stdout.readline() for _ in range(2)]
+    assert all(" up" in line for line in up), up
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130, err
+    assert list(scratch.iterdir()) == []
+
+
+def test_bad_input_leaves_no_work_folder(project: Path, tmp_path: Path) -> None:
+    scratch = _scratch(tmp_path)
+    result = run_local(project, "show", "--keep", env=user_env(project, TMPDIR=str(scratch)))
+    assert result.returncode == 2 and "--input images=PATH" in result.stderr
+    assert list(scratch.iterdir()) == [] and "kept" not in result.stderr
