@@ -172,6 +172,6 @@ def test_plan_output_lists_the_added_defaults_per_run(root: Path) -> None:
                              stale_waivers=(), expired_waivers=())
     stack_file = SimpleNamespace(display="Pulumi.test.yaml", line_of=lambda *_: None)
     result = SimpleNamespace(resources=[], engine=SimpleNamespace(resources=[]), stack=SimpleNamespace(
-        name="test", config=config, file=stack_file), runs=[run], report=report, job_files={})
+        name="test", config=config, file=stack_file), runs=[run], report=report, job_files={}, diff=None, base=None)
     text = plan_tree(result, "build/test")
     assert "    added by the project: resources.shm_size: 32g (Azure ML's own default is 2g)" in text

@@ -147,7 +147,7 @@ def test_trials_is_for_sweeps(project: Path) -> None:
 
 
 def test_a_pipelines_sweep_step_runs_sampled_trials_and_the_next_step_reads_the_first(project: Path) -> None:
-    result = run_local(project, "tune-eval", "--trials", "2")
+    result = run_local(project, "tune-eval", "--trials", "2", "--keep")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert ("pipeline 'tune-eval' of stack 'test', 3 step(s): tune/trial-1, tune/trial-2, evaluate, one after "
             "another") in result.stderr
