@@ -9,7 +9,10 @@ what each process the command starts will see: the image's ``ENV`` and configura
 
 from __future__ import annotations
 
-from analysis.interconnect import Baked, ConfigFile, Effect, Setting, assess
+import functools
+from typing import Any
+
+from analysis.interconnect import Baked, ConfigFile, Effect, Finding, Setting, assess
 from policies.rule import run_rule
 from stack.resolved import ResolvedRun
 
@@ -30,10 +33,34 @@ def _effects(run: ResolvedRun, *wanted: Effect) -> list[str]:
     if run.instance_count <= 1 or not run.cluster.infiniband:
         return []
     spec = run.spec
-    findings = assess(str(spec.get("command") or ""), variables=dict(spec.get("environment_variables") or {}),
-                      docker_args=(spec.get("resources") or {}).get("docker_args"), image=image_of(run),
-                      adapters=max(1, run.cluster.gpus))
+    command = str(spec.get("command") or "")
+    variables = dict(spec.get("environment_variables") or {})
+    docker_args = (spec.get("resources") or {}).get("docker_args")
+    image, adapters = image_of(run), max(1, run.cluster.gpus)
+    try:
+        key = (command, tuple(sorted(variables.items())), docker_args, image, adapters)
+        hash(key)
+    except TypeError:  # a value that is not plain data: judged on its own
+        key = None
+    if key is None or len(command) > _CACHED_COMMAND:
+        findings: tuple[Finding, ...] = tuple(assess(command, variables=variables, docker_args=docker_args,
+                                                     image=image, adapters=adapters))
+    else:
+        findings = _assessed(*key)
     return [f"{f.message} on {run.cluster.size}" for f in findings if f.effect in wanted]
+
+
+_CACHED_COMMAND = 1 << 12
+"""Longer commands are assessed each time (a cached one is held until the process ends)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _assessed(command: str, variables: tuple[tuple[str, Any], ...], docker_args: Any, image: Baked,
+              adapters: int) -> tuple[Finding, ...]:
+    """:func:`~analysis.interconnect.assess`, once per distinct input: both rules below read its findings, and
+    the runs of a large stack share commands, variables and images. ``assess`` depends on its arguments alone
+    (the variables in name order)."""
+    return tuple(assess(command, variables=dict(variables), docker_args=docker_args, image=image, adapters=adapters))
 
 
 @run_rule(
