@@ -22,6 +22,7 @@ dynamic imports (``importlib``, ``__import__``, ``exec``) and starting other pro
 from __future__ import annotations
 
 import ast
+import hashlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -131,21 +132,75 @@ class Imported:
     line: int
 
 
-def _parse(path: Path) -> ast.Module | str:
+def _source(path: Path) -> bytes | str:
+    """The bytes of ``path``, or why they cannot be read."""
     try:
         if path.stat().st_size > MAX_BYTES:
             return f"{path.name} is over {MAX_BYTES >> 20} MiB"
-        source = bounded.read_bytes(path, MAX_BYTES, bounded.CODE_MODULE.kind)  # it may grow meanwhile
+        return bounded.read_bytes(path, MAX_BYTES, bounded.CODE_MODULE.kind)  # it may grow meanwhile
     except OSError as err:
         return f"{path.name} cannot be read ({err.strerror})"
     except bounded.BoundedInputError:
         return f"{path.name} is over {MAX_BYTES >> 20} MiB"
+
+
+def _parsed(source: bytes, path: Path) -> ast.Module | str:
     try:
         return bounded.parse_python(source, str(path), bounded.CODE_MODULE)
     except SyntaxError:
         return f"{path.name} does not parse as Python"
     except bounded.BoundedInputError as err:
         return f"{path.name} cannot be read: {err}"
+
+
+@dataclass(frozen=True)
+class _Module:
+    """What both questions need of one Python file, read from its syntax tree (:func:`_module`)."""
+
+    holds_code: bool
+    """Anything but docstrings and other bare constants."""
+    frameworks: frozenset[str]
+    gpu: bool
+    opaque: str | None
+    local: tuple[tuple[str, int], ...]
+    """(module, level) of each import, to follow in the code folder."""
+    imports: tuple[tuple[str, int], ...]
+    """(absolute module, line) of each import made for sure (:attr:`Reading.packages`)."""
+    legacy_reads: tuple[tuple[str, int], ...]
+    """:func:`_environment_reads`."""
+
+
+_modules: dict[tuple[str, bytes], _Module | str] = {}
+_CACHED_MODULES = 4096
+"""Distinct (file, content) pairs one process keeps the facts of."""
+
+
+def _module(path: Path) -> _Module | str:
+    """The facts of the Python file ``path``, or why it cannot be read. Parsed and walked once per path and
+    content (its SHA-256) in a process: both questions read the same files, and so does every stack of
+    ``amlgpu plan --all`` whose runs share a code folder. The file is read every time: a changed file is a new
+    entry, never an old answer."""
+    source = _source(path)
+    if isinstance(source, str):
+        return source
+    key = (str(path), hashlib.sha256(source).digest())
+    found = _modules.get(key)
+    if found is None:
+        tree = _parsed(source, path)
+        if isinstance(tree, str):
+            found = tree
+        else:
+            visitor = _Visitor()
+            visitor.visit(tree)
+            found = _Module(
+                holds_code=any(not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)) for n in tree.body),
+                frameworks=frozenset(visitor.frameworks), gpu=visitor.gpu, opaque=visitor.opaque,
+                local=tuple(visitor.local), imports=tuple(visitor.imports),
+                legacy_reads=tuple(_environment_reads(tree)))
+        if len(_modules) >= _CACHED_MODULES:
+            _modules.clear()
+        _modules[key] = found
+    return found
 
 
 def _framework(module: str) -> str | None:
@@ -296,26 +351,23 @@ def process_group_use(code: Path, script: str) -> Reading:
             return Reading(frozenset(frameworks), f"imports more than {MAX_MODULES} modules of the code folder",
                            len(seen), packages=tuple(packages.values()))
         path = pending.pop()
-        tree = _parse(path)
-        if isinstance(tree, str):
-            return Reading(frozenset(frameworks), tree, len(seen), packages=tuple(packages.values()))
-        if path == start and not [n for n in tree.body if not (isinstance(n, ast.Expr)
-                                                                and isinstance(n.value, ast.Constant))]:
+        facts = _module(path)
+        if isinstance(facts, str):
+            return Reading(frozenset(frameworks), facts, len(seen), packages=tuple(packages.values()))
+        if path == start and not facts.holds_code:
             return Reading(frozenset(), f"{script} holds no code", 1)
-        visitor = _Visitor()
-        visitor.visit(tree)
-        frameworks |= visitor.frameworks
-        gpu = gpu or visitor.gpu
+        frameworks |= facts.frameworks
+        gpu = gpu or facts.gpu
         here = PurePosixPath(path.relative_to(top).as_posix())
-        for module, line in visitor.imports:
+        for module, line in facts.imports:
             package = module.split(".")[0]
             if package not in packages and package not in sys.stdlib_module_names \
                     and _local_module(code, here, package, 0) is None:
                 packages[package] = Imported(package, here.as_posix(), line)
-        if visitor.opaque is not None:
-            return Reading(frozenset(frameworks), f"{here.as_posix()} {visitor.opaque}", len(seen),
+        if facts.opaque is not None:
+            return Reading(frozenset(frameworks), f"{here.as_posix()} {facts.opaque}", len(seen),
                            packages=tuple(packages.values()))
-        for module, level in visitor.local:
+        for module, level in facts.local:
             found = _local_module(code, here, module, level)
             if found is not None and found not in seen:
                 seen.add(found)
@@ -376,11 +428,11 @@ def legacy_variable_reads(code: Path, *, skip_dirs: frozenset[str] = NOT_THE_RUN
         if count >= MAX_FILES:
             found.append(f"(more than {MAX_FILES} Python files: the rest were not read)")
             break
-        tree = _parse(path)
-        if isinstance(tree, str):
+        facts = _module(path)
+        if isinstance(facts, str):
             continue
         where = path.resolve().relative_to(top).as_posix() if path.resolve().is_relative_to(top) else path.name
-        found.extend(f"{where}:{line} {name}" for name, line in sorted(set(_environment_reads(tree)),
+        found.extend(f"{where}:{line} {name}" for name, line in sorted(set(facts.legacy_reads),
                                                                     key=lambda t: (t[1], t[0])))
     return tuple(found)
 

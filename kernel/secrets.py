@@ -475,11 +475,15 @@ _masked: dict[str, str] = {}
 """Each distinct short text :func:`mask` has seen, masked: valid until a new value is remembered."""
 _masked_leaves: dict[tuple[str, str], str] = {}
 """Each distinct (key, string) :func:`mask_data` has seen, masked, under the same rule."""
+_hidden_keys: dict[str, str] = {}
+"""Each distinct key name :func:`mask_data` has seen, hidden (:func:`hide`), under the same rule: a document
+repeats a few key names (``type``, ``name``, ``inputs``) thousands of times."""
 
 
 def _forget_masked() -> None:
     _masked.clear()
     _masked_leaves.clear()
+    _hidden_keys.clear()
 
 
 def mask(text: str) -> str:
@@ -520,7 +524,7 @@ def mask_data(value: Any, key: str = "") -> Any:
 
 def _masked_tree(value: Any, path: Path) -> Any:
     if isinstance(value, Mapping):
-        return {hide(k) if isinstance(k, str) else k: _masked_tree(v, (*path, str(k))) for k, v in value.items()}
+        return {_hidden_key(k) if isinstance(k, str) else k: _masked_tree(v, (*path, str(k))) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_masked_tree(v, (*path, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
@@ -534,6 +538,18 @@ def _masked_tree(value: Any, path: Path) -> Any:
             masked = _masked_leaves[key, value] = _mask_leaf(key, value)
         return masked
     return value
+
+
+def _hidden_key(name: str) -> str:
+    """:func:`hide` of a key name, kept per distinct name (:data:`_hidden_keys`, forgotten with the masks)."""
+    if len(name) > _CACHED_LENGTH:
+        return hide(name)
+    hidden = _hidden_keys.get(name)
+    if hidden is None:
+        if len(_hidden_keys) >= _CACHED:
+            _hidden_keys.clear()
+        hidden = _hidden_keys[name] = hide(name)
+    return hidden
 
 
 def _mask_leaf(key: str, value: str) -> str:
@@ -650,8 +666,15 @@ def _hidden_shapes(text: str) -> Iterator[tuple[str, str]]:
             yield f"holds {hit.kind}, split into concatenated pieces", text[start:stop]
 
 
-def _in_value(key: str, value: str) -> Iterator[tuple[str, str, str]]:
-    """What the value at ``key`` holds: (why, the text to hide, the command word's key)."""
+def _in_value(key: str, value: str) -> tuple[tuple[str, str, str], ...]:
+    """What the value at ``key`` holds: (why, the text to hide, the command word's key); kept per distinct
+    (key, value) for texts of at most :data:`_CACHED_LENGTH` (a plan walks the same values again and again: the
+    stack file, each run's spec in the gate and in its job file, each artifact written). The answer depends on
+    nothing else: no remembered value, no state."""
+    return _in_value_cached(key, value) if len(value) <= _CACHED_LENGTH else tuple(_found_in_value(key, value))
+
+
+def _found_in_value(key: str, value: str) -> Iterator[tuple[str, str, str]]:
     text = value.strip()
     if not text:
         return
@@ -675,6 +698,11 @@ def _in_value(key: str, value: str) -> Iterator[tuple[str, str, str]]:
             if (why := _judge_by_name(name, literal)) or password_literal(name, literal):
                 yield f"a URL query parameter {name}: {why or 'a password name with a literal value'}", literal, ""
     yield from ((why, hidden, "") for why, hidden in _hidden_shapes(value))
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _in_value_cached(key: str, value: str) -> tuple[tuple[str, str, str], ...]:
+    return tuple(_found_in_value(key, value))
 
 
 def walk(data: Any, path: Path = ()) -> Iterator[Found]:

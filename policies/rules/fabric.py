@@ -9,6 +9,9 @@ what each process the command starts will see: the image's ``ENV`` and configura
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from analysis.interconnect import Baked, Effect, Finding, assess
 from policies.rule import run_rule
 from stack import inputs
@@ -38,10 +41,20 @@ def findings(run: ResolvedRun) -> list[Finding]:
     command = str(spec.get("command") or "")
     image = image_of(run)
 
+    variables = dict(spec.get("environment_variables") or {})
+    docker_args = (spec.get("resources") or {}).get("docker_args")
+    adapters = max(1, run.cluster.gpus)
+
     def judged(text: str) -> list[Finding]:
-        return assess(text, variables=dict(spec.get("environment_variables") or {}),
-                      docker_args=(spec.get("resources") or {}).get("docker_args"), image=image,
-                      adapters=max(1, run.cluster.gpus), read_file=dict(run.code_texts).get)
+        try:
+            key = (text, tuple(sorted(variables.items())), docker_args, image, adapters, run.code_texts)
+            hash(key)
+        except TypeError:  # a value that is not plain data: judged on its own
+            key = None
+        if key is None or len(text) > _CACHED_COMMAND:
+            return assess(text, variables=variables, docker_args=docker_args, image=image, adapters=adapters,
+                          read_file=dict(run.code_texts).get)
+        return list(_assessed(*key))
 
     folded = inputs.known(command, run.placeholder_values())
     if not folded:
@@ -91,6 +104,20 @@ def _values(combos: list[dict[str, str]], folded: dict[str, Folded]) -> str:
         several = [f"${{{{{e}}}}} {v!r}" for e, v in sorted(combo.items()) if len(folded[e].values) > 1]
         shown.append(" and ".join(several))
     return " or ".join(dict.fromkeys(shown)) or "the other values"
+
+
+_CACHED_COMMAND = 1 << 12
+"""Longer commands are assessed each time (a cached one is held until the process ends)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _assessed(command: str, variables: tuple[tuple[str, Any], ...], docker_args: Any, image: Baked,
+              adapters: int, code_texts: tuple[tuple[str, str], ...]) -> tuple[Finding, ...]:
+    """:func:`~analysis.interconnect.assess`, once per distinct input: both rules below read its findings, and
+    the runs of a large stack share commands, variables and images. ``assess`` depends on its arguments alone
+    (the variables in name order) and the code-folder files it may read."""
+    return tuple(assess(command, variables=dict(variables), docker_args=docker_args, image=image, adapters=adapters,
+                        read_file=dict(code_texts).get))
 
 
 @run_rule(

@@ -100,7 +100,7 @@ def reference_judge(key: str, value: str) -> str | None:
 
 
 def reference_hide(text: str, key: str = "") -> str:
-    for secret in sorted({hidden for _, hidden, _ in secrets._in_value(key, text)}, key=len, reverse=True):
+    for secret in sorted({hidden for _, hidden, _ in secrets._found_in_value(key, text)}, key=len, reverse=True):
         text = text.replace(secret, secrets.MASK)
     return reference_mask(text)
 
@@ -114,7 +114,7 @@ def reference_mask_data(value: Any, path: tuple[str | int, ...] = ()) -> Any:
     if isinstance(value, str):
         key = secrets._judged_name(path)
         whole = not secrets._has_space(value.strip()) and any(
-            hidden == value.strip() for _, hidden, _ in secrets._in_value(key, value))
+            hidden == value.strip() for _, hidden, _ in secrets._found_in_value(key, value))
         return secrets.MASK if whole else reference_hide(value, key)
     return value
 
@@ -171,3 +171,35 @@ def test_the_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert len(secrets._masked) <= 8 and len(secrets._masked_leaves) <= 8
     long_text = "x " * secrets._CACHED_LENGTH + SAMPLES[0]
     assert secrets.mask(long_text) == reference_mask(long_text) and long_text not in secrets._masked
+
+
+def test_a_key_name_remembered_later_is_masked_in_a_document_masked_before() -> None:
+    # Key names are hidden once per distinct name (kernel.secrets._hidden_keys): a remembered value forgets them.
+    data = {"hunter22-Tr0ub4dor": {"plain": 1}, "plain": "x"}
+    assert secrets.mask_data(data) == data
+    secrets.remember("hunter22-Tr0ub4dor")
+    assert secrets.mask_data(data) == {"[secret]": {"plain": 1}, "plain": "x"} == reference_mask_data(data)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("DB_PASSWORD", "hunter22-Tr0ub4dor"),  # a password name: the literal is the secret
+    ("DB_HOST", "hunter22-Tr0ub4dor"),  # the same value under another name: nothing
+    ("command", "python train.py --password hunter22-Tr0ub4dor"),
+    ("command", "python train.py --host hunter22-Tr0ub4dor"),
+    ("HF_TOKEN", SAMPLES[0]),
+    ("", SAMPLES[0]),
+])
+def test_what_a_value_holds_is_kept_per_key_and_value(key: str, value: str) -> None:
+    # kernel.secrets._in_value keeps its answer per (key, value): the same text under two names, asked in either
+    # order and again, is judged under each name as the uncached walk judges it.
+    for _ in range(2):
+        for k in (key, "DB_HOST", "DB_PASSWORD", "command"):
+            assert secrets._in_value(k, value) == tuple(secrets._found_in_value(k, value)), (k, value)
+    assert secrets._in_value("DB_PASSWORD", "hunter22-Tr0ub4dor") != secrets._in_value("DB_HOST", "hunter22-Tr0ub4dor")
+
+
+def test_the_key_name_cache_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secrets, "_CACHED", 8)
+    for n in range(50):
+        assert secrets.mask_data({f"key-{n}": n}) == {f"key-{n}": n}
+        assert len(secrets._hidden_keys) <= 8

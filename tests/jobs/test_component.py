@@ -85,6 +85,21 @@ def test_props_round_trip_through_the_engine_with_optional_facts_left_out() -> N
     assert plan.outputs["spec"] == run.spec
 
 
+def test_secret_inputs_are_recorded_as_the_marker_and_plain_ones_as_they_are() -> None:
+    # The recording monitor reads a registration's wire form back as plain data only when the secret signature is
+    # in it (planning.engine._keep_secret_markers): a secret nested anywhere must still be recorded as the marker.
+    def program() -> None:
+        secret = pulumi.Output.secret("hunter22-Tr0ub4dor")
+        pulumi.ComponentResource("test:index:Plain", "plain", {"a": "x", "n": [1, {"b": "y"}]})
+        pulumi.ComponentResource("test:index:Top", "top", {"a": "x", "token": secret})
+        pulumi.ComponentResource("test:index:Nested", "nested", {"a": "x", "n": [1, {"b": secret}]})
+
+    recorded = {r.name: r.inputs for r in run_under_mocks(program).resources}
+    assert recorded["plain"] == {"a": "x", "n": [1, {"b": "y"}]}
+    assert recorded["top"] == {"a": "x", "token": "[secret]"}
+    assert recorded["nested"] == {"a": "x", "n": [1, {"b": "[secret]"}]}  # the marker where the secret is
+
+
 def test_declare_runs_parents_every_run_and_keys_them_by_name(tmp_path: Path) -> None:
     config = from_stackfile(stackfile.read(ROOT / "Pulumi.prod.yaml"), ROOT)
     names: list[str] = []

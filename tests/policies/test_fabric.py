@@ -586,3 +586,30 @@ def test_an_image_bash_env_is_sourced_from_the_image_s_files() -> None:
         "/etc/bashenv.sh", "export NCCL_NET=Socket\n", "RUN at line 3"),))
     assert _effect(image=held) == "off"
     assert _effect(image=interconnect.Baked(settings=setting)) == "cannot tell"
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_runs_differing_in_one_input_each_get_their_own_verdict(monkeypatch: pytest.MonkeyPatch, cached: bool) -> None:
+    # The rules keep assess's findings per distinct input (policies.rules.fabric._assessed): a run judged after one
+    # that differs in a single input (a variable, the command, docker_args, the image) is judged on its own, and as
+    # it is without the cache.
+    from policies.rules import fabric
+
+    if not cached:
+        monkeypatch.setattr(fabric, "_CACHED_COMMAND", -1)
+    cases: list[tuple[dict[str, Any], str | None]] = [
+        ({}, None),
+        ({"variables": {"NCCL_IB_DISABLE": "1"}}, "NCCL_IB_DISABLE='1' (environment_variables) disables"),
+        ({"variables": {"NCCL_IB_DISABLE": "0"}}, None),
+        ({"variables": {"NCCL_IB_DISABLE": "true"}}, None),
+        ({"command": "export NCCL_IB_DISABLE=1\npython train.py"}, "NCCL_IB_DISABLE='1' (the command, line 1)"),
+        ({"docker_args": "-e NCCL_IB_DISABLE=1"}, "NCCL_IB_DISABLE='1' (docker_args) disables"),
+        ({"baked": [("NCCL_IB_DISABLE", "1", "Dockerfile ENV at line 2", True)]}, "(Dockerfile ENV at line 2)"),
+    ]
+    for _ in range(2):  # the second time from the cache
+        for change, says in cases:
+            b = _set(baseline(), **change)
+            messages = _messages(b, "run-infiniband-disabled")
+            assert (says is None and messages == []) or (says is not None and says in messages[0]), (change, messages)
+            unclear = _messages(b, "run-infiniband-setting-unclear")
+            assert bool(unclear) == (change == {"variables": {"NCCL_IB_DISABLE": "true"}}), (change, unclear)

@@ -198,6 +198,33 @@ def test_code_folder_modules_are_followed_within_bounds(tmp_path: Path) -> None:
     assert "more than" in (pyscan.process_group_use(tmp_path, "m0.py").opaque or "")
 
 
+def test_a_file_changed_between_two_readings_is_read_again(tmp_path: Path) -> None:
+    # pyscan keeps each file's facts per path and content (pyscan._module): a file edited between two plans in one
+    # process (amlgpu plan --all, a test session) answers as it now reads, for both questions, and back again.
+    script, helper = tmp_path / "s.py", tmp_path / "helper.py"
+    helper.write_text("import os\n")
+    head = "import helper\nimport os\n"
+    versions: list[tuple[str, set[str], tuple[str, ...]]] = [
+        (head + "rank = os.environ['AZ_BATCHAI_TASK_INDEX']\n", set(), ("s.py:3 AZ_BATCHAI_TASK_INDEX",)),
+        (head + "rank = os.environ['AZ_BATCHAI_JOB_NAME']\n", set(), ("s.py:3 AZ_BATCHAI_JOB_NAME",)),
+        (head + "rank = os.environ.get('RANK')\n", set(), ()),
+    ]
+    for _ in range(2):
+        for source, frameworks, reads in versions:
+            script.write_text(source)
+            assert pyscan.process_group_use(tmp_path, "s.py").frameworks == frameworks
+            assert pyscan.legacy_variable_reads(tmp_path) == reads
+        helper.write_text("import torch.distributed\n")  # a module the script imports changes too
+        script.write_text("import helper\n")
+        assert pyscan.process_group_use(tmp_path, "s.py").frameworks == {"torch.distributed"}
+        helper.write_text("import os\n")
+        assert pyscan.process_group_use(tmp_path, "s.py").frameworks == set()
+        script.write_text('"""only a docstring"""\n')
+        assert pyscan.process_group_use(tmp_path, "s.py").opaque == "s.py holds no code"
+        script.write_text("def broken(:\n")
+        assert pyscan.process_group_use(tmp_path, "s.py").opaque == "s.py does not parse as Python"
+
+
 @pytest.mark.parametrize(("command", "nodes", "per_node", "copies"), [
     ("python prep.py && python train.py", 2, 8, 16),  # the preprocessing step runs on every GPU
     ("python prep.py", 1, 8, 8),
