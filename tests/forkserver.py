@@ -93,8 +93,24 @@ def _child(request: dict[str, Any], fds: list[int]) -> NoReturn:
         os._exit(code)
 
 
+def _answer(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> NoReturn:
+    """In a forked child of the server: fork the command, wait for it, send its status (as a shell reports it:
+    128 + N for a signal), exit. The server goes on accepting meanwhile: ``amlgpu a | amlgpu b`` runs both."""
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _child(request, fds)
+    for fd in fds:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    with contextlib.suppress(OSError):  # the caller went away
+        conn.sendall((code if code >= 0 else 128 - code).to_bytes(4, "big"))
+    os._exit(0)
+
+
 def serve(path: str) -> None:
-    """Import the packages a command needs, then serve one forked child per connection, one at a time."""
+    """Import the packages a command needs, then serve each connection in a forked child."""
     os.chdir(tempfile.gettempdir())
     import amlgpu.cli
 
@@ -106,12 +122,15 @@ def serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(8)
-    listener.settimeout(2)
+    listener.settimeout(0.5)
     # Forking is safe only from a process with one thread (a lock another thread held would stay held).
     assert threading.active_count() == 1, threading.enumerate()
     parent = os.getppid()
     print("ready", flush=True)
     while True:
+        with contextlib.suppress(ChildProcessError):  # reap the children that have answered
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
         try:
             conn, _ = listener.accept()
         except TimeoutError:
@@ -124,17 +143,11 @@ def serve(path: str) -> None:
         except (EOFError, OSError, ValueError):
             conn.close()
             continue
-        pid = os.fork()
-        if pid == 0:
+        if os.fork() == 0:
             listener.close()
-            conn.close()
-            _child(request, fds)
+            _answer(conn, request, fds)
         for fd in fds:
             os.close(fd)
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        with contextlib.suppress(OSError):  # the caller went away
-            conn.sendall((code if code >= 0 else 128 - code).to_bytes(4, "big"))
         conn.close()
 
 

@@ -136,6 +136,22 @@ def test_shell_blocks_run_as_written(page: str, tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["--version"], ["plan", "--stack", "nope"], ["policy", "list", "--format", "x"]],
+                         ids=["succeeds", "bad-input", "usage-error"])
+def test_the_shells_amlgpu_answers_as_the_console_script_does(argv: list[str], tmp_path: Path) -> None:
+    """The fork server's ``amlgpu`` above gives what the real console script gives: exit status, stdout, stderr
+    (which names the working folder), so a failing block cannot pass."""
+    from tests import cli
+
+    shim = amlgpu_on_path(tmp_path / "bin")
+    real = cli.amlgpu(tmp_path, *argv)
+    forked = subprocess.run([str(shim), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            check=False, stdin=subprocess.DEVNULL)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert real.returncode == (0 if argv == ["--version"] else 2), real.stderr
+
+
 def _fragments(page: str) -> list[dict[str, Any]]:
     fragments = []
     for block in blocks(page):
