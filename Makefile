@@ -18,7 +18,7 @@ DEV := $(VENV)/.installed-dev
 PACKAGES := amlgpu planning policies infra jobs importer preflight stack analysis azurefacts kernel
 CODE := __main__.py $(PACKAGES) tests bench
 
-.PHONY: plan test test-fast lint typecheck format install install-dev policy-docs schema bench clean
+.PHONY: plan test test-fast lint typecheck typecheck-program typecheck-workloads format install install-dev policy-docs schema bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ plan: $(RUNTIME)
 
 # Test workers: the suite's real-process tests are independent (own temp folders, OS-chosen ports).
 WORKERS ?= 2
+# Work stealing: a worker that runs out of tests takes half of what the other has not started (the slow tests
+# come first, tests/conftest.py), so neither sits idle while the other runs a long test queued last.
+DIST ?= --dist worksteal
 
 # zizmor in each of its personas: regular, then pedantic, then auditor (which also reports secrets read
 # outside a protected environment).
@@ -59,17 +62,22 @@ test: $(DEV)
 	$(ZIZMOR) --persona=regular .github/workflows
 	$(ZIZMOR) --persona=pedantic .github/workflows
 	$(ZIZMOR) --persona=auditor .github/workflows
-	$(MAKE) --no-print-directory typecheck
-	$(BIN)/pytest -n $(WORKERS)
+	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck
+	$(BIN)/pytest -n $(WORKERS) $(DIST)
 
 ## test-fast: the edit loop's lane: every test but the slow ones (over 5 s, real processes), no lint
 test-fast: $(DEV)
-	$(BIN)/pytest -m "not slow" -n $(WORKERS)
+	$(BIN)/pytest -m "not slow" -n $(WORKERS) $(DIST)
 
-## typecheck: mypy --strict over the program, the CLI and the packages, then the training scripts
-# (their cache stays out of jobs/workloads/: that folder is a code snapshot runs upload and tests copy)
-typecheck: $(DEV)
+## typecheck: mypy --strict over the program, the CLI and the packages, and over the training scripts
+# (two independent runs, side by side under `make test`: mypy uses one core; the scripts' cache stays out of
+# jobs/workloads/, a code snapshot runs upload and tests copy)
+typecheck: typecheck-program typecheck-workloads
+
+typecheck-program: $(DEV)
 	$(BIN)/mypy __main__.py $(PACKAGES)
+
+typecheck-workloads: $(DEV)
 	cd jobs/workloads && ../../$(BIN)/mypy --config-file ../../pyproject.toml --cache-dir ../../.mypy_cache/workloads \
 		--explicit-package-bases *.py
 

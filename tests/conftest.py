@@ -103,6 +103,13 @@ def required_tool(name: str, install: str) -> str:
     pytest.skip(message)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, each keeping its place among them: under ``pytest -n 2 --dist worksteal`` (the
+    Makefile's lanes) both workers start on long runs at once and the short tests fill in at the end, instead
+    of a long test starting last while the other worker has nothing left to do."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _temporary_folders_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Every temporary folder the code under test makes (``run-local``'s ``amlgpu-run-local-*`` work

@@ -15,7 +15,9 @@ Relative links in every page must point at files that exist.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import io
 import os
 import re
@@ -38,6 +40,7 @@ from tests.conftest import (
     shipped_stack_names,
     shipped_stacks,
 )
+from tests.forkserver import amlgpu_on_path
 
 PAGES = (
     "docs/quickstart.md",
@@ -112,8 +115,12 @@ def test_quickstart_runs_the_offline_commands() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_shell_blocks_run_as_written(page: str, tmp_path: Path) -> None:
+    """``amlgpu`` is the fork server's (tests/forkserver.py): a fresh process per command, as a shell starts it,
+    without importing the packages again for each; every other program (torchrun, actionlint, python) is real."""
     project = _scratch_project(tmp_path / "project")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    shim = amlgpu_on_path(tmp_path / "bin").parent
+    path = os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path}
     for block in blocks(page):
         if block.language not in SHELLS:
             continue
@@ -127,6 +134,22 @@ def test_shell_blocks_run_as_written(page: str, tmp_path: Path) -> None:
             f"{page}:{block.line}: exit {result.returncode}\n{block.body}\n--- stdout\n{result.stdout[-3000:]}"
             f"\n--- stderr\n{result.stderr[-3000:]}"
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["--version"], ["plan", "--stack", "nope"], ["policy", "list", "--format", "x"]],
+                         ids=["succeeds", "bad-input", "usage-error"])
+def test_the_shells_amlgpu_answers_as_the_console_script_does(argv: list[str], tmp_path: Path) -> None:
+    """The fork server's ``amlgpu`` above gives what the real console script gives: exit status, stdout, stderr
+    (which names the working folder), so a failing block cannot pass."""
+    from tests import cli
+
+    shim = amlgpu_on_path(tmp_path / "bin")
+    real = cli.amlgpu(tmp_path, *argv)
+    forked = subprocess.run([str(shim), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            check=False, stdin=subprocess.DEVNULL)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert real.returncode == (0 if argv == ["--version"] else 2), real.stderr
 
 
 def _fragments(page: str) -> list[dict[str, Any]]:
@@ -230,14 +253,20 @@ def doc_commands() -> list[DocCommand]:
     return found
 
 
-def _incomplete(argv: list[str]) -> bool:
-    """Whether argparse refuses ``argv`` only for missing required arguments (``amlgpu plan --base`` in prose)."""
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The CLI's parser, built once: the docs mention commands 150 times, and building it is most of reading them."""
     from amlgpu.cli import build_parser
 
+    return build_parser()
+
+
+def _incomplete(argv: list[str]) -> bool:
+    """Whether argparse refuses ``argv`` only for missing required arguments (``amlgpu plan --base`` in prose)."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            build_parser().parse_args(argv)
+            _parser().parse_args(argv)
     except SystemExit:
         return any(reason in said.getvalue() for reason in ("the following arguments are required", "expected one "
                                                                 "argument", "one of the arguments"))

@@ -837,6 +837,7 @@ def _two_gib() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+@pytest.mark.slow  # the console script plans a stack under an address-space cap: about 6 CPU s each
 @pytest.mark.parametrize(("attack", "lines", "says"), DOCKERFILE_ATTACKS, ids=[a[0] for a in DOCKERFILE_ATTACKS])
 def test_a_hostile_dockerfile_is_planned_within_bounds(tmp_path: Path, attack: str, lines: str, says: str) -> None:
     """Issue 36: the Dockerfile a 2-node InfiniBand run builds, ``ENV A=$A$A`` doubled 47 times (4.3 GB, then a

@@ -110,6 +110,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # a real plan in a fresh interpreter, interrupted mid-write: about 6 CPU s
 def test_ctrl_c_while_writing_removes_the_staging_folder_and_keeps_the_earlier_output(project: Path) -> None:
     build = _with_earlier_output(project)
     process = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, "plan", "--stack", STACK], cwd=project,

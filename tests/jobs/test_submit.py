@@ -54,10 +54,12 @@ def dev_with_hello() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The dev stack plus a run without code, planned once (``amlgpu plan`` in a subprocess)."""
+    """The dev stack plus a run without code, planned once (``amlgpu plan`` in this process: the tests below read
+    what it wrote; the console script's own plan is tested with tests/cli.py, in tests/planning/test_stacks.py)."""
     folder = make_project(tmp_path_factory.mktemp("planned") / "project", dev_with_hello(), stack="dev")
-    done = cli.amlgpu(folder, "plan", "--stack", "dev", env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr[-3000:]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        assert main(["plan", "--stack", "dev"]) == 0
     return folder
 
 

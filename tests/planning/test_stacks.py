@@ -190,6 +190,7 @@ def _complete(folder: Path) -> bool:
     return expected <= {p.name for p in folder.iterdir()}
 
 
+@pytest.mark.slow  # real plans in a fresh interpreter, interrupted: about 7 CPU s
 def test_ctrl_c_in_the_second_stack_exits_130_and_leaves_no_half_written_folder(project: Path) -> None:
     """The first stack's folder is whole, the second's staging folder is gone, the third is not started."""
     out = project / "build" / "interrupted"

@@ -211,6 +211,7 @@ def _staging_with_files(project: Path) -> bool:
     return any(p.suffix == ".tmp" and any(p.iterdir()) for p in build.glob(f".{STACK}.*"))
 
 
+@pytest.mark.slow  # a real plan in a fresh interpreter, signalled mid-write: about 7 CPU s each
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_writing_leaves_the_earlier_output(
     project: Path, earlier: dict[str, bytes], sig: signal.Signals

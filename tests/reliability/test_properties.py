@@ -308,6 +308,7 @@ def _plan_invariants(project: Path) -> None:
     assert written == declared
 
 
+@pytest.mark.slow  # 15 whole plans: about 6 CPU s
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(config=valid_stacks(), breakage=st.none() | st.sampled_from(BREAKS))
 def test_amlgpu_plan_plans_with_invariants_or_exits_2(

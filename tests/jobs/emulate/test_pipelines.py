@@ -120,7 +120,8 @@ def test_a_pipeline_runs_its_steps_in_binding_order_on_local_folders(project: Pa
 
 
 def test_a_failing_step_stops_the_pipeline(project: Path) -> None:
-    result = run_local(project, "train-eval", "--input", "epochs=0")
+    # One process per step is enough to fail one (the test above runs the steps at their declared scale).
+    result = run_local(project, "train-eval", "--input", "epochs=0", "--nodes", "1", "--procs-per-node", "1")
     # No epoch trained, no checkpoint: the evaluation fails, and says so.
     assert result.returncode != 0
     assert "no checkpoint.pt in" in result.stdout + result.stderr

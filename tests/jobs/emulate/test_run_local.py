@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from amlgpu.cli import main
 from analysis import contract
 from tests import cli
 from tests.conftest import emulation_project, required_tool
@@ -154,6 +155,24 @@ def user_env(project: Path, **overrides: str) -> dict[str, str]:
 def run_local(project: Path, *args: str, timeout: float = 90, env: dict[str, str] | None = None
               ) -> subprocess.CompletedProcess[str]:
     return cli.amlgpu(project, "run-local", *args, "--stack", "test", env=env or user_env(project), timeout=timeout)
+
+
+def answer(project: Path, capfd: pytest.CaptureFixture[str], real: bool, *args: str
+           ) -> subprocess.CompletedProcess[str]:
+    """``run-local ARGS`` for an answer given before any process starts: the console script when ``real`` (one
+    case of each kind), else the CLI's entry point in this process, its output read at the file descriptors (so
+    a process it wrongly started would still be seen writing)."""
+    if real:
+        return run_local(project, *args)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project)
+        patch.setenv("TMPDIR", str(project / "work"))
+        try:
+            code = main(["run-local", *args, "--stack", "test"])
+        except SystemExit as exit_:  # argparse's own refusals, as the console script ends on them
+            code = int(exit_.code or 0)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["amlgpu", "run-local", *args], code, out, err)
 
 
 def workdir(result: subprocess.CompletedProcess[str]) -> Path:
@@ -325,8 +344,9 @@ def test_inputs_outputs_and_the_snapshot(project: Path, tmp_path: Path) -> None:
                              "instance: the command starts torchrun, a per-node launcher"),
     ],
 )
-def test_bad_input_exits_2_naming_the_file_and_key(project: Path, args: list[str], message: str) -> None:
-    result = run_local(project, *args)
+def test_bad_input_exits_2_naming_the_file_and_key(project: Path, args: list[str], message: str,
+                                                   capfd: pytest.CaptureFixture[str]) -> None:
+    result = answer(project, capfd, args[0] == "nope", *args)
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -334,8 +354,9 @@ def test_bad_input_exits_2_naming_the_file_and_key(project: Path, args: list[str
 
 
 @pytest.mark.parametrize("run", sorted(TOPOLOGY_MISTAKES))
-def test_a_launch_the_gate_blocks_is_refused_never_rewritten_into_one_that_works(project: Path, run: str) -> None:
-    result = run_local(project, run)
+def test_a_launch_the_gate_blocks_is_refused_never_rewritten_into_one_that_works(
+        project: Path, run: str, capfd: pytest.CaptureFixture[str]) -> None:
+    result = answer(project, capfd, run == "nnodes-4-on-2", run)
     assert result.returncode == 1, result.stdout + result.stderr
     rule = TOPOLOGY_MISTAKES[run][1]
     assert f"run-local: refused: {run!r} would not run as one training on Azure ML" in result.stderr
