@@ -3,7 +3,8 @@
 Each subcommand lives in :mod:`amlgpu.commands` as a module with ``register(subparsers)``, which
 adds its parser and sets ``func``. Exit codes are the same everywhere: 0 success, 1 a mandatory
 policy failed (artifacts still written), 2 bad input (nothing written), 3 an internal error (amlgpu itself
-failed: reported in one line asking for a report, no traceback), 130 interrupted.
+failed: reported in one line asking for a report, no traceback), 4 ``preflight`` could check nothing,
+130 interrupted.
 
 :data:`COMMANDS` is the one place a module is imported late: only the module of the command that runs is
 loaded (a plan's libraries take seconds), so ``amlgpu --version``, ``--help`` and the light commands start
@@ -58,7 +59,8 @@ start here:
   amlgpu job stream NAME --stack mine       follow a submitted job again (also: job show, job cancel)
   amlgpu COMMAND --help                     a command's options
 
-exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 3 internal error, 130 interrupted.
+exit codes: 0 ok, 1 a mandatory policy failed, 2 bad input, 3 internal error, 4 preflight checked nothing,
+130 interrupted.
 docs: docs/quickstart.md"""
 
 

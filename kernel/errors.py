@@ -17,6 +17,10 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 """An internal error: amlgpu itself failed (a bug, or the machine ran out of memory), not the stack's input.
 Nothing was written for the stack it hit; with several stacks, the others were still planned and written."""
+EXIT_NOTHING_CHECKED = 4
+"""``amlgpu preflight``: every live check was UNKNOWN (no credentials, no subscription, a refused token): nothing
+was checked, which a CI step must not read as a pass (nor as amlgpu failing: not :data:`EXIT_INTERNAL`).
+docs/operations.md, preflight."""
 
 
 def internal_error(err: BaseException, *, stack: str | None = None) -> str:

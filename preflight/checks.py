@@ -12,9 +12,6 @@ Status = Literal["OK", "PROBLEM", "UNKNOWN", "WARN", "MISSING"]
 """Preflight rows are OK, PROBLEM (evidence ``pulumi up`` would fail) or UNKNOWN (could not be read); doctor rows are
 OK, WARN (a task this machine cannot do yet) or MISSING (the offline plan cannot run)."""
 
-EXIT_NOTHING_CHECKED = 3
-"""``amlgpu preflight``: every live check was UNKNOWN (no credentials, no subscription, a refused token): nothing
-was checked, which a CI step must not read as a pass. docs/operations.md, preflight."""
 
 
 @dataclass(frozen=True)

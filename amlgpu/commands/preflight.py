@@ -27,7 +27,7 @@ import json
 import os
 from typing import Any
 
-from kernel.errors import EXIT_OK, EXIT_POLICY
+from kernel.errors import EXIT_NOTHING_CHECKED, EXIT_OK, EXIT_POLICY
 from stack.project import LoadedStack, load_stack
 
 SUBSCRIPTION_KEY = "azure-native:subscriptionId"
@@ -63,7 +63,7 @@ def subscription_of(stack: LoadedStack, given: str | None, environ: dict[str, st
 
 def run(args: argparse.Namespace, *, credential: Any = None, transport: Any = None) -> int:
     """The command; tests hand in a ``credential`` and a replaying ``transport``, users get the defaults."""
-    from preflight.checks import EXIT_NOTHING_CHECKED, Check, nothing_checked, shared_cause
+    from preflight.checks import Check, nothing_checked, shared_cause
     from preflight.offline import offline, render_offline
 
     stack = load_stack(args.stack)

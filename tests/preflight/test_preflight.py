@@ -17,7 +17,8 @@ from azure.identity import EnvironmentCredential
 
 from amlgpu.cli import build_parser, main
 from amlgpu.commands import preflight as command
-from preflight.checks import EXIT_NOTHING_CHECKED, Check, nothing_checked, shared_cause
+from kernel.errors import EXIT_NOTHING_CHECKED
+from preflight.checks import Check, nothing_checked, shared_cause
 from preflight.deploy import _allowed
 from preflight.offline import demand
 from stack.project import load_stack
@@ -246,7 +247,7 @@ def test_missing_credentials_give_one_line_and_unknown_rows(preflight: Run, caps
     code, report, replay = preflight("--stack", "dev", "--subscription", SUB, routes={},
                                      credential=EnvironmentCredential())
     # Nothing could be checked: a CI step with broken credentials must not go green (issue 38).
-    assert code == EXIT_NOTHING_CHECKED == 3 and report["nothing_checked"] is True
+    assert code == EXIT_NOTHING_CHECKED == 4 and report["nothing_checked"] is True
     assert {c["status"] for c in report["checks"]} == {"UNKNOWN"}
     assert len(report["checks"]) == 10  # one per live check, the subnet's addresses included
     assert report["checks"][0]["detail"].startswith("no usable Azure credentials (EnvironmentCredential")
