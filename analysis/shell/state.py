@@ -236,31 +236,16 @@ class State:
         it can be seen to set (``sets``: it runs in this shell) may now hold unknown values, an :class:`Unknown`
         names it, and the evaluation goes on with what follows. A timeout, or the steps of what holds it
         spent too, still stops everything above."""
-        start, outer = self.steps, self.ceiling
-        own = self.ceiling = start + (outer - start) * 7 // 8  # an eighth kept for what follows it
-        saved = (self.frame, self.depth, self.nesting, self.text, self.maybe)
-        try:
-            return run()
-        except Stop as stop:
-            if stop.kind == "timeout" or self.steps > outer:
-                raise
-            self.frame, self.depth, self.nesting, self.text, self.maybe = saved
-            self.ceiling = outer
-            self.partial = True
-            self.stopped_inside(node, "too many evaluation steps" if stop.kind == "too large" and self.steps > own
-                                else stop.message, stop.kind)
+        def stopped(why: str, kind: UnknownKind) -> None:
+            self.stopped_inside(node, why, kind)
             if sets:
                 self.forget(names_set(node, self.text.src), self.where(node))
-            return Result("unknown", None)
-        finally:
-            self.ceiling = outer
+        return self._contained(run, stopped)
 
-    def guarded(self, run: Callable[[], Result], construct: str, where: Where, *, here: bool) -> Result:
-        """Run a text another file or shell brings (``source``, ``BASH_ENV``, ``bash script.sh``, ``bash -c``)
-        as :meth:`bounded` runs a loop: past 7/8 of the steps left, or past the nesting bound inside it (nine
-        scripts each sourcing the next), exploring stops inside it and the evaluation goes on after it, and an
-        :class:`Unknown` names it. ``here``: the text runs in this shell (``source``, ``BASH_ENV``): what it
-        did not get to may set any variable, so every variable set so far may now hold an unknown value."""
+    def _contained(self, run: Callable[[], Result], stopped: Callable[[str, UnknownKind], None]) -> Result:
+        """``run`` on at most 7/8 of the steps left (an eighth kept for what follows it): a bound met inside it
+        restores the frame, says why through ``stopped`` and gives an unknown result; a timeout, or the steps of
+        what holds it spent too, goes on up."""
         start, outer = self.steps, self.ceiling
         own = self.ceiling = start + (outer - start) * 7 // 8
         saved = (self.frame, self.depth, self.nesting, self.text, self.maybe)
@@ -272,11 +257,23 @@ class State:
             self.frame, self.depth, self.nesting, self.text, self.maybe = saved
             self.ceiling = outer
             self.partial = True
-            why = "too many evaluation steps" if stop.kind == "too large" and self.steps > own else stop.message
+            stopped("too many evaluation steps" if stop.kind == "too large" and self.steps > own else stop.message,
+                    stop.kind)
+            return Result("unknown", None)
+        finally:
+            self.ceiling = outer
+
+    def guarded(self, run: Callable[[], Result], construct: str, where: Where, *, here: bool) -> Result:
+        """Run a text another file or shell brings (``source``, ``BASH_ENV``, ``bash script.sh``, ``bash -c``)
+        as :meth:`bounded` runs a loop: past 7/8 of the steps left, or past the nesting bound inside it (nine
+        scripts each sourcing the next), exploring stops inside it and the evaluation goes on after it, and an
+        :class:`Unknown` names it. ``here``: the text runs in this shell (``source``, ``BASH_ENV``): what it
+        did not get to may set any variable, so every variable set so far may now hold an unknown value."""
+        def stopped(why: str, kind: UnknownKind) -> None:
             said = short(f"{short(construct, 64)} (stopped inside it: {why})")
-            if (stop.kind, said) not in self.guard_stops:  # once per construct: recursion meets it at each level
-                self.guard_stops.add((stop.kind, said))
-                self.unknowns.append(Unknown(stop.kind, said, where))
+            if (kind, said) not in self.guard_stops:  # once per construct: recursion meets it at each level
+                self.guard_stops.add((kind, said))
+                self.unknowns.append(Unknown(kind, said, where))
             if here:
                 names: dict[str, bool] = {}
                 frame: Frame | None = self.frame
@@ -284,9 +281,7 @@ class State:
                     names.update(dict.fromkeys(frame.vars, False))
                     frame = frame.parent
                 self.forget({n: False for n in names if n not in self.platform}, where)
-            return Result("unknown", None)
-        finally:
-            self.ceiling = outer
+        return self._contained(run, stopped)
 
     def stopped_inside(self, node: tree_sitter.Node, why: str, kind: UnknownKind) -> None:
         """Say that a bound stopped the evaluation inside ``node``, once per construct: the outermost one
