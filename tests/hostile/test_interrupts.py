@@ -78,6 +78,7 @@ def _interrupt(command: list[str], project: Path, origin: str, delay: float) -> 
     return process.returncode, out, seen + err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("phase", "origin", "delay"), DELAYS, ids=[f"{o}+{d}s ({p})" for p, o, d in DELAYS])
 def test_ctrl_c_at_any_moment_exits_130_with_one_line(project: Path, phase: str, origin: str, delay: float) -> None:
     build = _with_earlier_output(project)
@@ -186,6 +187,7 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 @pytest.mark.parametrize("target", ["process group (Ctrl-C in a terminal)", "amlgpu alone", "SIGTERM to amlgpu"])
 def test_ctrl_c_while_the_base_is_planned_removes_its_worktree(tmp_path: Path, target: str) -> None:
@@ -280,6 +282,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_during_import_write_leaves_no_temporary_copy(tmp_path: Path, sig: signal.Signals) -> None:
     project = make_project(tmp_path / "project", good_config(), stack=STACK)

@@ -103,6 +103,7 @@ def _doctor(path: Path, *args: str, **variables: str) -> subprocess.CompletedPro
     return cli.amlgpu(ROOT, "doctor", *args, env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_a_machine_ready_to_deploy(bin_dir: Path) -> None:
     result = _doctor(_with_tools(bin_dir, az_logged_in=None), "--format", "json", ARM_CLIENT_ID="c",
                      ARM_TENANT_ID="t", ARM_SUBSCRIPTION_ID="s", ARM_CLIENT_SECRET=SECRET)
@@ -115,6 +116,7 @@ def test_a_machine_ready_to_deploy(bin_dir: Path) -> None:
     assert report["ready"]["plan"] and report["ready"]["deploy"] and report["ready"]["run_local_mpi"]
 
 
+@pytest.mark.slow
 def test_a_bare_machine_can_still_plan_and_is_told_what_to_install(bin_dir: Path) -> None:
     result = _doctor(bin_dir)  # nothing on PATH, no credentials
     assert result.returncode == 0, result.stderr

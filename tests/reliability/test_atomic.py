@@ -227,6 +227,7 @@ def test_a_signal_while_writing_leaves_the_earlier_output(
     _output_unchanged(project, earlier)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_the_console_script_interrupted_while_planning_leaves_the_earlier_output(
     project: Path, earlier: dict[str, bytes], sig: signal.Signals
