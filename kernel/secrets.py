@@ -486,16 +486,22 @@ def _forget_masked() -> None:
     _hidden_keys.clear()
 
 
+def _kept(cache: dict[Any, str], key: Any, text: str, make: Callable[[], str]) -> str:
+    """``make()``, kept in ``cache`` under ``key`` when ``text`` is at most :data:`_CACHED_LENGTH` long (the
+    cache emptied when full, and by :func:`_forget_masked` whenever a secret value is remembered)."""
+    if len(text) > _CACHED_LENGTH:
+        return make()
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= _CACHED:
+            cache.clear()
+        found = cache[key] = make()
+    return found
+
+
 def mask(text: str) -> str:
     """``text`` with every remembered value and every known credential shape replaced by :data:`MASK`."""
-    if len(text) > _CACHED_LENGTH:
-        return _mask(text)
-    masked = _masked.get(text)
-    if masked is None:
-        if len(_masked) >= _CACHED:
-            _masked.clear()
-        masked = _masked[text] = _mask(text)
-    return masked
+    return _kept(_masked, text, text, lambda: _mask(text))
 
 
 def _mask(text: str) -> str:
@@ -529,27 +535,13 @@ def _masked_tree(value: Any, path: Path) -> Any:
         return [_masked_tree(v, (*path, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
         key = _judged_name(path)
-        if len(value) > _CACHED_LENGTH:
-            return _mask_leaf(key, value)
-        masked = _masked_leaves.get((key, value))
-        if masked is None:
-            if len(_masked_leaves) >= _CACHED:
-                _masked_leaves.clear()
-            masked = _masked_leaves[key, value] = _mask_leaf(key, value)
-        return masked
+        return _kept(_masked_leaves, (key, value), value, lambda: _mask_leaf(key, value))
     return value
 
 
 def _hidden_key(name: str) -> str:
     """:func:`hide` of a key name, kept per distinct name (:data:`_hidden_keys`, forgotten with the masks)."""
-    if len(name) > _CACHED_LENGTH:
-        return hide(name)
-    hidden = _hidden_keys.get(name)
-    if hidden is None:
-        if len(_hidden_keys) >= _CACHED:
-            _hidden_keys.clear()
-        hidden = _hidden_keys[name] = hide(name)
-    return hidden
+    return _kept(_hidden_keys, name, name, lambda: hide(name))
 
 
 def _mask_leaf(key: str, value: str) -> str:
