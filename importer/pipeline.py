@@ -22,6 +22,7 @@ the gate can read.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from importer.base import Draft, ImportInputError, Source, slug
@@ -127,16 +128,11 @@ def _step(ctx: Context, draft: Draft, source: Source, name: str, step: Any, line
     component = step.get("component")
     component_document: dict[str, Any] = {}
     if isinstance(component, str) and component.startswith("azureml:"):
-        out["component"] = draft.leave(f"jobs.{name}.component", line, f"component {component!r} is registered in "
-                                       "a workspace and its command cannot be read here",
-                                       "copy its YAML into the project and write component: file:<path>")
+        out["component"] = _registered(draft, name, "component", component, line)
     elif isinstance(component, str):
         path = source.folder / component.removeprefix("file:")
         out["component"] = "file:" + project_path(ctx, path, draft, f"jobs.{name}.component", line)
-        loaded = load_yaml(Source(path=path, display=f"{draft.file} -> {component}")) if path.is_file() else None
-        if not isinstance(loaded, dict):
-            raise ImportInputError(f"step {name!r}: no component file at {path}", file=draft.file, line=line)
-        component_document = _plain(loaded)
+        component_document = _plain(_component_file(draft, name, "component", component, path, line))
     elif isinstance(component, dict):
         out["component"] = _inline_component(ctx, draft, source, name, component, line)
         component_document = component
@@ -172,14 +168,10 @@ def _sweep_step(ctx: Context, draft: Draft, source: Source, name: str, step: dic
     out: dict[str, Any] = {"type": SWEEP}
     trial = step.get("trial")
     if isinstance(trial, str) and trial.startswith("azureml:"):
-        out["trial"] = draft.leave(f"jobs.{name}.trial", line, f"trial component {trial!r} is registered in a "
-                                   "workspace and its command cannot be read here",
-                                   "copy its YAML into the project and write trial: file:<path>")
+        out["trial"] = _registered(draft, name, "trial", trial, line)
     elif isinstance(trial, str):
         path = source.folder / trial.removeprefix("file:")
-        loaded = load_yaml(Source(path=path, display=f"{draft.file} -> {trial}")) if path.is_file() else None
-        if not isinstance(loaded, dict):
-            raise ImportInputError(f"step {name!r}: no trial component file at {path}", file=draft.file, line=line)
+        loaded = _component_file(draft, name, "trial", trial, path, line)
         reference = "file:" + project_path(ctx, path, draft, f"jobs.{name}.trial", line)
         if "distribution" in loaded:
             out["trial"] = reference
@@ -206,6 +198,24 @@ def _sweep_step(ctx: Context, draft: Draft, source: Source, name: str, step: dic
         if key not in out and key not in ("type", "trial", "compute"):
             out[key] = step[key]  # search_space, objective, limits, outputs... and anything the model refuses
     return out
+
+
+_WHAT = {"component": "component", "trial": "trial component"}
+"""What a step's component is called under each key (a command step's ``component``, a sweep step's ``trial``)."""
+
+
+def _registered(draft: Draft, name: str, key: str, reference: str, line: int) -> Any:
+    """A step's component registered in a workspace (``azureml:...``): left for the user, with what to write."""
+    return draft.leave(f"jobs.{name}.{key}", line, f"{_WHAT[key]} {reference!r} is registered in a workspace and its "
+                       "command cannot be read here", f"copy its YAML into the project and write {key}: file:<path>")
+
+
+def _component_file(draft: Draft, name: str, key: str, written: str, path: Path, line: int) -> dict[str, Any]:
+    """The component file a step names (``written``, found at ``path``), refused when there is none."""
+    loaded = load_yaml(Source(path=path, display=f"{draft.file} -> {written}")) if path.is_file() else None
+    if not isinstance(loaded, dict):
+        raise ImportInputError(f"step {name!r}: no {_WHAT[key]} file at {path}", file=draft.file, line=line)
+    return loaded
 
 
 def _inline_component(ctx: Context, draft: Draft, source: Source, name: str, component: dict[str, Any],
