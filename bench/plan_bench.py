@@ -61,18 +61,23 @@ PLAN_EXIT_CODES = (0, 1)
 """0: no mandatory policy failure; 1: some (every artifact still written). 2 would be bad input."""
 
 
-def azure_native_modules(root: Path = ROOT) -> dict[str, str]:
-    """``{submodule: a class the project uses from it}`` for every ``import pulumi_azure_native.X as Y``."""
+def azure_native_classes(root: Path = ROOT) -> dict[str, list[str]]:
+    """``{submodule: the classes the project uses from it}`` for every ``import pulumi_azure_native.X as Y``, in the
+    order the code first names them (the package loads each class's module on first use)."""
     imports = re.compile(r"^\s*import pulumi_azure_native\.(\w+) as (\w+)", re.M)
     sources = [p for name in SCANNED for p in ([root / name] if name.endswith(".py") else (root / name).rglob("*.py"))]
     texts = [p.read_text() for p in sources if p.is_file()]
-    found: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
     for text in texts:
         for module, alias in imports.findall(text):
-            used = re.search(rf"\b{alias}\.([A-Z]\w*)", text)
-            if used and module not in found:
-                found[module] = used.group(1)
-    return dict(sorted(found.items()))
+            used = found.setdefault(module, [])
+            used += [name for name in dict.fromkeys(re.findall(rf"\b{alias}\.([A-Z]\w*)", text)) if name not in used]
+    return {module: used for module, used in sorted(found.items()) if used}
+
+
+def azure_native_modules(root: Path = ROOT) -> dict[str, str]:
+    """``{submodule: a class the project uses from it}`` for every ``import pulumi_azure_native.X as Y``."""
+    return {module: used[0] for module, used in azure_native_classes(root).items()}
 
 
 def floor_script(modules: dict[str, str]) -> str:

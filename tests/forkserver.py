@@ -19,6 +19,9 @@ import contextlib
 import importlib
 import json
 import os
+import resource
+import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,7 +38,7 @@ CLIENT = r'''
 import json, os, socket, sys
 conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 conn.connect({socket!r})
-request = json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+request = json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ), **{extra!r}}}).encode()
 socket.send_fds(conn, [len(request).to_bytes(8, "big") + request], [0, 1, 2])
 status = b""
 while len(status) < 4:
@@ -70,6 +73,9 @@ def _child(request: dict[str, Any], fds: list[int]) -> NoReturn:
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(request["cwd"])
+        if request.get("address_space"):  # what the caller's preexec_fn would have capped
+            limit = int(request["address_space"])
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         os.environ.clear()
         os.environ.update(request["env"])
         tempfile.tempdir = None  # recomputed from the caller's TMPDIR
@@ -102,6 +108,13 @@ def _answer(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> NoR
         _child(request, fds)
     for fd in fds:
         os.close(fd)
+    # Wait for the command or for the caller to go away (killed on a timeout): then the command goes too, as a
+    # process killed with its shell would, instead of running on unseen.
+    command = os.pidfd_open(pid)
+    while not select.select([command, conn], [], [])[0].count(command):
+        if not conn.recv(1):
+            os.kill(pid, signal.SIGKILL)
+            break
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     with contextlib.suppress(OSError):  # the caller went away
@@ -115,16 +128,27 @@ def serve(path: str) -> None:
     import amlgpu.cli
 
     amlgpu.cli.build_parser()  # every command's module
-    for module in ("planning.engine", "planning.service", "preflight.deploy", "jobs.submit", "infra.access",
-                   "infra.build_context", "infra.environment", "infra.gpu_cluster", "infra.network",
+    for module in ("planning.engine", "planning.service", "preflight.deploy", "jobs.submit", "jobs.component",
+                   "infra.access", "infra.build_context", "infra.environment", "infra.gpu_cluster", "infra.network",
                    "infra.private_link", "infra.workspace"):
         importlib.import_module(module)
+    # pulumi-azure-native loads a class's module when it is first named: the program's first run would load some
+    # 800 of them (2.6 CPU s), so each command would pay them again. Every class the project names, loaded once.
+    sys.path.insert(0, str(ROOT / "bench"))
+    import plan_bench
+
+    for module, classes in plan_bench.azure_native_classes(ROOT).items():
+        namespace = importlib.import_module(f"pulumi_azure_native.{module}")
+        for name in classes:
+            getattr(namespace, name)
+    sys.path.remove(str(ROOT / "bench"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(8)
     listener.settimeout(0.5)
-    # Forking is safe only from a process with one thread (a lock another thread held would stay held).
-    assert threading.active_count() == 1, threading.enumerate()
+    # Forking is safe only from a process with one thread, native ones included (a lock another thread held would
+    # stay held): why torch, which starts a thread as it is imported, is not imported here.
+    assert threading.active_count() == 1 and len(os.listdir("/proc/self/task")) == 1, threading.enumerate()
     parent = os.getppid()
     print("ready", flush=True)
     while True:
@@ -155,13 +179,13 @@ _SERVER: tuple[subprocess.Popen[str], str] | None = None
 
 
 def _server() -> str:
-    """The socket of this process's server, started on first use and stopped when this process ends."""
+    """The folder of this process's server (its socket, its clients), started on first use and stopped when this
+    process ends."""
     global _SERVER
     if _SERVER is None:
         folder = tempfile.mkdtemp(prefix="amlgpu-forkserver-", dir="/tmp")
-        path = os.path.join(folder, "socket")
-        process = subprocess.Popen([sys.executable, __file__, path], stdout=subprocess.PIPE, text=True,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen([sys.executable, __file__, os.path.join(folder, "socket")], stdout=subprocess.PIPE,
+                                   text=True, stdin=subprocess.DEVNULL)
         assert process.stdout is not None
         ready = process.stdout.readline()
         assert ready == "ready\n", f"the fork server did not start: {ready!r}"
@@ -169,20 +193,33 @@ def _server() -> str:
         def stop() -> None:
             process.kill()
             process.wait()
-            for name in os.listdir(folder):
-                os.unlink(os.path.join(folder, name))
-            os.rmdir(folder)
+            shutil.rmtree(folder, ignore_errors=True)
 
         atexit.register(stop)
-        _SERVER = (process, path)
+        _SERVER = (process, folder)
     return _SERVER[1]
+
+
+def _client_text(address_space: int | None) -> str:
+    extra = {"address_space": address_space} if address_space else {}
+    return f"#!{sys.executable} -IS\n" + CLIENT.format(socket=os.path.join(_server(), "socket"), extra=extra)
+
+
+def client(address_space: int | None = None) -> Path:
+    """An ``amlgpu`` executable that runs its command through this process's fork server; ``address_space`` caps the
+    command's (``RLIMIT_AS``, bytes), as a ``preexec_fn`` would cap a real one's."""
+    script = Path(_server()) / f"amlgpu-{address_space or 0}"
+    if not script.exists():
+        script.write_text(_client_text(address_space))
+        script.chmod(0o755)
+    return script
 
 
 def amlgpu_on_path(folder: Path) -> Path:
     """Write an ``amlgpu`` executable into ``folder`` that runs its command through the fork server."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "amlgpu"
-    script.write_text(f"#!{sys.executable} -IS\n" + CLIENT.format(socket=_server()))
+    script.write_text(_client_text(None))
     script.chmod(0o755)
     return script
 

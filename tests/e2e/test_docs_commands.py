@@ -145,7 +145,7 @@ def test_the_shells_amlgpu_answers_as_the_console_script_does(argv: list[str], t
     from tests import cli
 
     shim = amlgpu_on_path(tmp_path / "bin")
-    real = cli.amlgpu(tmp_path, *argv)
+    real = cli.amlgpu(tmp_path, *argv, fresh=True)
     forked = subprocess.run([str(shim), *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             check=False, stdin=subprocess.DEVNULL)
     assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import resource
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from amlgpu.terminal import CleanStream, clean
 from kernel import bounded
 from policies.crossguard import policies as crossguard_policies
 from policies.markdown import code, text
-from tests.cli import AMLGPU
+from tests import cli
 from tests.conftest import NS, ROOT, make_project
 from tests.policies.test_baseline import Baseline, baseline, fingerprint_of, sarif_fingerprint
 from tests.policies.test_crossguard import pulumi_config, reported
@@ -488,8 +487,7 @@ def test_a_stack_key_cannot_print_an_annotation(tmp_path: Path) -> None:
         'config:\n  azure-native:location: westeurope\n'
         '  "aml-gpu-training:x\\n::error file=Pulumi.yaml,line=1::approved by security": 1\n'
         '  "aml-gpu-training:y\\r##[warning]z": 2\n')
-    done = subprocess.run([str(AMLGPU), "plan", "--stack", "inj"], cwd=project, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = cli.amlgpu(project, "plan", "--stack", "inj")
     assert done.returncode == 2
     for line in (done.stdout + done.stderr).split("\n"):
         assert not line.lstrip().startswith("::") and "##[" not in line and "\r" not in line, line
@@ -578,9 +576,8 @@ YAML_ATTACKS = [
 ]
 
 
-def _limited_memory() -> None:
-    limit = 1 << 30  # address space: an interpreter with pydantic maps a few hundred MB
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+ONE_GIB = 1 << 30
+"""An address-space cap for a command's process: an interpreter with pydantic maps a few hundred MB."""
 
 
 def _stack_naming(project: Path, where: str) -> None:
@@ -612,8 +609,7 @@ def test_every_yaml_the_stack_names_is_read_within_bounds(tmp_path: Path, capsys
     (project / "environments" / "evil.yml").write_bytes(data)
     _stack_naming(project, where)
     if attack == "an alias bomb":
-        done = subprocess.run([str(AMLGPU), "plan", "--stack", "case"], cwd=project, capture_output=True, text=True,
-                              timeout=120, check=False, preexec_fn=_limited_memory)
+        done = cli.amlgpu(project, "plan", "--stack", "case", timeout=120, address_space=ONE_GIB)
         outcome = Outcome(done.returncode, done.stdout, done.stderr)
     else:
         outcome = plan_in_process(project, capsys, stack="case")
@@ -655,8 +651,7 @@ IMPORT_ATTACKS = [
 def test_import_of_hostile_files_is_bounded(tmp_path: Path, attack: str, name: str, content: str, says: str) -> None:
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     (tmp_path / name).write_text(content)
-    done = subprocess.run([str(AMLGPU), "import", name], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          check=False, preexec_fn=_limited_memory)
+    done = cli.amlgpu(tmp_path, "import", name, timeout=120, address_space=ONE_GIB)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
@@ -693,8 +688,7 @@ def _code_folder_attack(tmp_path: Path, command: str, files: dict[str, str]) -> 
     project = make_project(tmp_path / "project", config, stack="case")
     for name, content in files.items():
         (project / "jobs" / "workloads" / name).write_text(content)
-    return subprocess.run([str(AMLGPU), "plan", "--stack", "case"], cwd=project, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return cli.amlgpu(project, "plan", "--stack", "case", timeout=600)
 
 
 @pytest.mark.slow
@@ -832,9 +826,8 @@ DOCKERFILE_ATTACKS = [
 ]
 
 
-def _two_gib() -> None:
-    limit = 2 << 30  # address space: a whole plan starts threads and the Pulumi engine; the attack needed 4.3 GB
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+TWO_GIB = 2 << 30
+"""The cap for a whole plan, which starts threads and the Pulumi engine; the attack needed 4.3 GB."""
 
 
 @pytest.mark.slow  # the console script plans a stack under an address-space cap: about 6 CPU s each
@@ -849,8 +842,7 @@ def test_a_hostile_dockerfile_is_planned_within_bounds(tmp_path: Path, attack: s
     project = make_project(tmp_path / "project", dev_config(), stack="case")
     dockerfile = project / "environments" / "tensorflow" / "Dockerfile"
     dockerfile.write_text(dockerfile.read_text() + "\n" + lines)
-    done = subprocess.run([str(AMLGPU), "plan", "--stack", "case"], cwd=project, capture_output=True, text=True,
-                          timeout=300, check=False, preexec_fn=_two_gib)
+    done = cli.amlgpu(project, "plan", "--stack", "case", address_space=TWO_GIB)
     outcome = Outcome(done.returncode, done.stdout, done.stderr)
     assert outcome.code in (0, 1), outcome.err[-2000:]
     assert "Traceback" not in outcome.out + outcome.err

@@ -7,8 +7,6 @@ stack file's text, the project's files and links, the ``--stack`` argument.
 
 from __future__ import annotations
 
-import resource
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from jobs.submit import uploadable
 from kernel import bounded
 from kernel.errors import ConfigError
 from stack import stackfile
-from tests.cli import AMLGPU
+from tests import cli
 from tests.conftest import ROOT, make_project
 from tests.reliability.test_corpus import (
     STACK,
@@ -93,19 +91,11 @@ def test_the_limits_leave_room_for_a_large_real_stack() -> None:
     bounded.check(big, bounded.STACK_FILE)
 
 
-def _limited_memory() -> None:
-    limit = 1 << 30  # address space, not RSS: an interpreter with pydantic maps a few hundred MB
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
 def test_the_console_script_refuses_the_bomb_at_once_in_bounded_memory(tmp_path: Path) -> None:
     """The 10-line file that ran past 120 s and 10 GB: exit 2, one line, under a 1 GiB address-space cap."""
     project = make_project(tmp_path / "project", good_config(), stack=STACK)
     (project / STACK_FILE).write_text(_nested_anchors(8))
-    done = subprocess.run(
-        [str(AMLGPU), "plan", "--stack", STACK], cwd=project, capture_output=True, text=True, timeout=120,
-        preexec_fn=_limited_memory, check=False,
-    )
+    done = cli.amlgpu(project, "plan", "--stack", STACK, timeout=120, fresh=True, address_space=1 << 30)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         f"error: {STACK_FILE}: line 8: expands to more than 500,000 values (aliases counted in full), the limit "

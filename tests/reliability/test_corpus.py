@@ -90,9 +90,10 @@ def plan_in_process(project: Path, capsys: pytest.CaptureFixture[str], *args: st
     return Outcome(code, captured.out, captured.err)
 
 
-def amlgpu(project: Path, *args: str, env: dict[str, str] | None = None) -> Outcome:
-    """The real console script in a fresh interpreter, as a user runs it."""
-    done = cli.amlgpu(project, *args, env={**os.environ, **(env or {})})
+def amlgpu(project: Path, *args: str, env: dict[str, str] | None = None, fresh: bool = False) -> Outcome:
+    """``amlgpu ARGS`` in a process of its own, as a user runs it (``tests/cli.py``); ``fresh``: the console script
+    in a fresh interpreter, for what is decided as it starts (the hash seed, the locale)."""
+    done = cli.amlgpu(project, *args, env={**os.environ, **(env or {})}, fresh=fresh)
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 

@@ -41,10 +41,10 @@ def test_another_machine_gives_the_same_bytes(tmp_path: Path) -> None:
     there = _standalone_project(tmp_path / "somewhere" / "else" / "with a space" / "checkout")
     local = amlgpu(here, "plan", "--stack", STACK, env={
         "PYTHONHASHSEED": "0", "TZ": "UTC", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-    })
+    }, fresh=True)
     remote = amlgpu(there, "plan", "--stack", STACK, env={
         "PYTHONHASHSEED": "4242", "TZ": "Asia/Kathmandu", "LANG": "tr_TR.UTF-8", "LC_ALL": "tr_TR.UTF-8",
-    })
+    }, fresh=True)
     assert local.code == remote.code == 0, local.err + remote.err
     files = snapshot(here / "build" / STACK)
     assert files == snapshot(there / "build" / STACK)

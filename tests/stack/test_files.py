@@ -15,6 +15,7 @@ from stack.config import from_stackfile
 from stack.stackfile import read
 from tests.conftest import ROOT, SHIPPED_STACK_FILES, shipped_stacks
 from tests.e2e.test_docs_commands import SHELLS, blocks
+from tests.forkserver import amlgpu_on_path
 
 
 def _git_tracked_stack_files() -> list[str] | None:
@@ -48,7 +49,8 @@ def test_following_the_quickstart_leaves_the_suites_stacks_as_shipped(tmp_path: 
         shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
     first = next(b for b in blocks("docs/quickstart.md") if b.language in SHELLS and not b.tags)
     assert "amlgpu init --stack mine" in first.body, first.body
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    shim = amlgpu_on_path(tmp_path / "bin").parent  # amlgpu as a shell starts it, without its imports each time
+    env = {**os.environ, "PATH": os.pathsep.join([str(shim), str(Path(sys.executable).parent), os.environ["PATH"]])}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", first.body], cwd=copy, env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
