@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import runpy
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,7 +258,13 @@ def run_program(stack: str, stackfile: StackFile, root: Path) -> ProgramRun:
 
         def program() -> None:
             pulumi.runtime.register_stack_transformation(without_provider_type_aliases)
-            runpy.run_path(str(root), run_name="__main__")
+            # Run from the folder, the program is imported as a module, and an import writes its bytecode beside
+            # it (``__pycache__/__main__.*.pyc``): an offline plan writes nothing in the project but its output.
+            writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+            try:
+                runpy.run_path(str(root), run_name="__main__")
+            finally:
+                sys.dont_write_bytecode = writes_bytecode
 
         with without_source_positions():
             loop.run_until_complete(pulumi.runtime.stack.run_in_stack(program))

@@ -293,3 +293,18 @@ def test_each_stack_starts_with_no_secret_remembered(tmp_path: Path, capsys: pyt
     assert snapshot(project / "build" / "both" / "b") == snapshot(project / "build" / "alone" / "b")
     assert shared in (project / "build" / "both" / "b" / "jobs" / "ddp.yml").read_text()
     assert shared not in (project / "build" / "both" / "a" / "jobs" / "ddp.yml").read_text()
+
+
+def test_a_plan_writes_nothing_in_the_project_but_its_output_where_python_writes_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The program runs from the project folder, imported as a module: with bytecode writing on (Python's default,
+    which a PYTHONDONTWRITEBYTECODE in the environment turns off) that import would leave
+    ``__pycache__/__main__.*.pyc`` beside it."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    project = make_project(tmp_path / "project", dev_config(), stack="dev")
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    code, _, err = plan(project, capsys, "--stack", "dev", "--out", "out")
+    assert code == 0, err
+    after = sorted(p.relative_to(project) for p in project.rglob("*") if not p.is_relative_to(project / "out"))
+    assert after == before
