@@ -27,7 +27,7 @@ DEV := $(VENV)/.installed-dev
 PACKAGES := amlgpu planning policies infra jobs importer preflight stack analysis azurefacts kernel
 CODE := __main__.py $(PACKAGES) tests bench
 
-.PHONY: plan test test-fast bytecode lint typecheck typecheck-program typecheck-workloads format install install-dev policy-docs schema bench clean
+.PHONY: plan test test-fast suite lint typecheck typecheck-program typecheck-workloads format install install-dev policy-docs schema bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,21 +71,17 @@ test: $(DEV)
 	$(ZIZMOR) --persona=regular .github/workflows
 	$(ZIZMOR) --persona=pedantic .github/workflows
 	$(ZIZMOR) --persona=auditor .github/workflows
-	$(MAKE) --no-print-directory -j3 --output-sync=target typecheck-program typecheck-workloads bytecode
+	$(MAKE) --no-print-directory -j3 --output-sync=line typecheck-program typecheck-workloads suite
+
+# The suite runs beside the two mypy runs (`make test`): each uses one core for under a minute, and run first they
+# held the suite back that long. Output stays whole per line; a type error still fails `make test` once the suite
+# has run.
+suite: $(DEV)
 	$(BIN)/pytest -n $(WORKERS) $(DIST)
 
 ## test-fast: the edit loop's lane: every test but the slow ones (over 5 s, real processes), no lint
 test-fast: $(DEV)
 	$(BIN)/pytest -m "not slow" -n $(WORKERS) $(DIST)
-
-## bytecode: write the bytecode of what the suite imports, in one process, before the suite's workers start
-# After a fresh install there is none (--no-compile, above): both workers would compile the same modules at the same
-# time as each collects the suite, and then every emulated rank torch's. pytest's collection writes the tests'
-# (assertion rewriting included) and the packages' they import; torch's launcher, what the ranks import. Under
-# `make test` it runs beside the two mypy runs; its failures are the suite's to report.
-bytecode: $(DEV)
-	$(BIN)/pytest --collect-only -q -p no:cacheprovider > /dev/null 2>&1 || true
-	$(BIN)/python -c "import torch.distributed.run"
 
 ## typecheck: mypy --strict over the program, the CLI and the packages, and over the training scripts
 # (two independent runs, side by side under `make test`: mypy uses one core; the scripts' cache stays out of
