@@ -27,7 +27,7 @@ DEV := $(VENV)/.installed-dev
 PACKAGES := amlgpu planning policies infra jobs importer preflight stack analysis azurefacts kernel
 CODE := __main__.py $(PACKAGES) tests bench
 
-.PHONY: plan test test-fast suite lint typecheck typecheck-program typecheck-workloads format install install-dev policy-docs schema bench clean
+.PHONY: plan test test-fast lint typecheck typecheck-program typecheck-workloads format install install-dev policy-docs schema bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,18 +66,20 @@ DIST ?= --dist worksteal
 ZIZMOR := $(BIN)/zizmor --offline
 
 ## test: lint (code and GitHub workflows), type-check and run the whole test suite
+# The type checks run beside the suite: each mypy run uses one core for under a minute, and run first they held the
+# suite back that long. Their output is kept apart and shown after the suite's; either failing fails `make test`.
 test: $(DEV)
 	$(BIN)/ruff check $(CODE)
 	$(ZIZMOR) --persona=regular .github/workflows
 	$(ZIZMOR) --persona=pedantic .github/workflows
 	$(ZIZMOR) --persona=auditor .github/workflows
-	$(MAKE) --no-print-directory -j3 --output-sync=line typecheck-program typecheck-workloads suite
-
-# The suite runs beside the two mypy runs (`make test`): each uses one core for under a minute, and run first they
-# held the suite back that long. Output stays whole per line; a type error still fails `make test` once the suite
-# has run.
-suite: $(DEV)
-	$(BIN)/pytest -n $(WORKERS) $(DIST)
+	@echo "$(MYPY_PROGRAM) &"; echo "$(MYPY_WORKLOADS) &"
+	@($(MYPY_PROGRAM)) > $(VENV)/mypy-program.log 2>&1 & program=$$!; \
+	($(MYPY_WORKLOADS)) > $(VENV)/mypy-workloads.log 2>&1 & workloads=$$!; \
+	$(BIN)/pytest -n $(WORKERS) $(DIST); suite=$$?; \
+	wait $$program; program=$$?; wait $$workloads; workloads=$$?; \
+	cat $(VENV)/mypy-program.log $(VENV)/mypy-workloads.log; \
+	[ $$suite -eq 0 ] && [ $$program -eq 0 ] && [ $$workloads -eq 0 ]
 
 ## test-fast: the edit loop's lane: every test but the slow ones (over 5 s, real processes), no lint
 test-fast: $(DEV)
@@ -88,12 +90,15 @@ test-fast: $(DEV)
 # jobs/workloads/, a code snapshot runs upload and tests copy)
 typecheck: typecheck-program typecheck-workloads
 
+MYPY_PROGRAM := $(BIN)/mypy __main__.py $(PACKAGES)
+MYPY_WORKLOADS := cd jobs/workloads && ../../$(BIN)/mypy --config-file ../../pyproject.toml \
+	--cache-dir ../../.mypy_cache/workloads --explicit-package-bases *.py
+
 typecheck-program: $(DEV)
-	$(BIN)/mypy __main__.py $(PACKAGES)
+	$(MYPY_PROGRAM)
 
 typecheck-workloads: $(DEV)
-	cd jobs/workloads && ../../$(BIN)/mypy --config-file ../../pyproject.toml --cache-dir ../../.mypy_cache/workloads \
-		--explicit-package-bases *.py
+	$(MYPY_WORKLOADS)
 
 lint: $(DEV)
 	$(BIN)/ruff check $(CODE)

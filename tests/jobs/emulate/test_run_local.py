@@ -118,11 +118,13 @@ TOPOLOGY_MISTAKES = {
                                "run-launcher-rendezvous"),
     "deepspeed-no-hostfile": ("deepspeed --num_gpus 2 allreduce_sum.py", "run-launcher-rendezvous"),
 }
+# One worker per node: a group split by node would sum 1 and 2 apart instead of 3 together (how a node's own
+# workers are numbered is test_per_node_torchrun_starts_its_workers_with_the_rewritten_count's).
 CORRECT_LAUNCHES = {
-    "torchrun-static": f"torchrun --nnodes 2 --nproc_per_node 2 {STATIC} allreduce_sum.py",
-    "torchrun-c10d": "torchrun --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "
+    "torchrun-static": f"torchrun --nnodes 2 --nproc_per_node 1 {STATIC} allreduce_sum.py",
+    "torchrun-c10d": "torchrun --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint "
                      "$MASTER_ADDR:$MASTER_PORT --rdzv_id job allreduce_sum.py",
-    "accelerate-two-machines": "accelerate launch --multi_gpu --num_machines 2 --num_processes 4 --machine_rank "
+    "accelerate-two-machines": "accelerate launch --multi_gpu --num_machines 2 --num_processes 2 --machine_rank "
                                "$NODE_RANK --main_process_ip $MASTER_ADDR --main_process_port $MASTER_PORT "
                                "allreduce_sum.py",
 }
@@ -375,7 +377,7 @@ def test_correct_multi_node_launches_train_as_one(project: Path, run: str) -> No
     result = run_local(project, run)
     assert result.returncode == 0, result.stdout + result.stderr
     sums = [line for label in ("node 0", "node 1") for line in lines(result, label) if line.startswith("sum ")]
-    assert sums == ["sum 10 over 4"] * 4, result.stdout  # one group of 4 across both emulated nodes
+    assert sums == ["sum 3 over 2"] * 2, result.stdout  # one group across both emulated nodes
     assert "run succeeded (exit 0)" in result.stderr
 
 
