@@ -76,6 +76,7 @@ test: $(DEV)
 	@echo "$(MYPY_PROGRAM) &"; echo "$(MYPY_WORKLOADS) &"
 	@($(MYPY_PROGRAM)) > $(VENV)/mypy-program.log 2>&1 & program=$$!; \
 	($(MYPY_WORKLOADS)) > $(VENV)/mypy-workloads.log 2>&1 & workloads=$$!; \
+	trap 'kill $$program $$workloads 2>/dev/null; exit 130' INT TERM; \
 	$(BIN)/pytest -n $(WORKERS) $(DIST); suite=$$?; \
 	wait $$program; program=$$?; wait $$workloads; workloads=$$?; \
 	cat $(VENV)/mypy-program.log $(VENV)/mypy-workloads.log; \
