@@ -37,15 +37,17 @@ $(BIN)/python:
 # setuptools says "Editable installation ... folders with the same name as your package may take
 # precedence" for every editable install of a flat layout (ours is fixed: amlgpu/, stack/, infra/...
 # at the root); it is information, not a problem, so the one place that installs filters it.
-EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(PIP) -e
+INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(PIP)
 
 $(RUNTIME): pyproject.toml | $(BIN)/python
-	$(EDITABLE) .
+	$(INSTALL) -e .
 	@touch $@
 
-$(DEV): pyproject.toml $(RUNTIME)
-	$(PIP) "$(TORCH)"
-	$(EDITABLE) '.[dev]'
+# torch and the dev extras in one resolution (the extras' Lightning, transformers and accelerate need torch): the
+# runtime comes with them.
+$(DEV): pyproject.toml | $(BIN)/python
+	$(INSTALL) "$(TORCH)" -e '.[dev]'
+	@touch $(RUNTIME)
 	@touch $@
 
 install: $(RUNTIME)
