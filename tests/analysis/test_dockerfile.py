@@ -189,7 +189,9 @@ def test_a_dockerfile_of_thousands_of_names_is_read_in_linear_time() -> None:
     assert (env["A"], env["C"]) == ("1", None)  # the pairs of one ENV see the values from before it
 
 
-def _tar(files: dict[str, bytes], mode: str = "w", *, link: str | None = None) -> bytes:
+def tar_archive(files: dict[str, bytes], mode: str = "w", *, link: str | None = None) -> bytes:
+    """A tar archive of ``files`` (member name -> content) as ``tarfile`` writes it in ``mode`` (``w:gz``...), with
+    ``etc/nccl.conf`` a symbolic link to ``link`` when given: a build context's archive for ``ADD``."""
     import io
     import tarfile
 
@@ -212,21 +214,21 @@ CONF = b"NCCL_IB_DISABLE=1\n"
 @pytest.mark.parametrize(
     ("add", "archive", "files"),
     [
-        ("ADD a.tar /", _tar({"etc/nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
-        ("ADD a.tar.gz /", _tar({"./etc/nccl.conf": CONF}, "w:gz"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
-        ("ADD a.tbz /", _tar({"etc/nccl.conf": CONF}, "w:bz2"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
-        ("ADD a.tar.xz /root", _tar({".nccl.conf": CONF}, "w:xz"), {"/root/.nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar /", tar_archive({"etc/nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar.gz /", tar_archive({"./etc/nccl.conf": CONF}, "w:gz"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tbz /", tar_archive({"etc/nccl.conf": CONF}, "w:bz2"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar.xz /root", tar_archive({".nccl.conf": CONF}, "w:xz"), {"/root/.nccl.conf": "NCCL_IB_DISABLE=1\n"}),
         # told by content, not by name: a gzip'd tar named .txt is unpacked
-        ("ADD a.txt /", _tar({"etc/nccl.conf": CONF}, "w:gz"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.txt /", tar_archive({"etc/nccl.conf": CONF}, "w:gz"), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
         # a member cannot leave the destination (containerd's fs.RootPath): ../ and / stay inside it
-        ("ADD a.tar /etc/", _tar({"../../nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
-        ("ADD a.tar /etc/", _tar({"/nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
-        ("ADD a.tar /opt/", _tar({"../etc/nccl.conf": CONF}), {}),  # /opt/etc/nccl.conf: not read
-        ("ADD a.tar /", _tar({"etc/nccl.conf": CONF, "etc/x": b"", "./etc/nccl.conf": b"NCCL_IB_DISABLE=0\n"}),
+        ("ADD a.tar /etc/", tar_archive({"../../nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar /etc/", tar_archive({"/nccl.conf": CONF}), {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),
+        ("ADD a.tar /opt/", tar_archive({"../etc/nccl.conf": CONF}), {}),  # /opt/etc/nccl.conf: not read
+        ("ADD a.tar /", tar_archive({"etc/nccl.conf": CONF, "etc/x": b"", "./etc/nccl.conf": b"NCCL_IB_DISABLE=0\n"}),
          {"/etc/nccl.conf": "NCCL_IB_DISABLE=0\n"}),  # the later member replaces the earlier
-        ("ADD a.tar /", _tar({}, link="/elsewhere"), {"/etc/nccl.conf": None}),  # a link: its text unknown
-        ("COPY a.tar /", _tar({"etc/nccl.conf": CONF}), {}),  # COPY never unpacks
-        ("ADD --unpack=false a.tar /", _tar({"etc/nccl.conf": CONF}), {}),
+        ("ADD a.tar /", tar_archive({}, link="/elsewhere"), {"/etc/nccl.conf": None}),  # a link: its text unknown
+        ("COPY a.tar /", tar_archive({"etc/nccl.conf": CONF}), {}),  # COPY never unpacks
+        ("ADD --unpack=false a.tar /", tar_archive({"etc/nccl.conf": CONF}), {}),
         ("ADD a.tar /etc/nccl.conf", b"NCCL_IB_DISABLE=1\n", {"/etc/nccl.conf": "NCCL_IB_DISABLE=1\n"}),  # no tar
     ],
 )
@@ -275,10 +277,10 @@ def _bomb(path: Path, members: int = 1, size: int = 1 << 30) -> None:
     [
         (lambda p: _bomb(p), "more than 67,108,864 bytes unpacked"),  # one member past the bound
         (lambda p: _bomb(p, members=20, size=4 << 20), "more than 67,108,864 bytes unpacked"),  # in all
-        (lambda p: p.write_bytes(_tar({f"f{i}": b"" for i in range(10_001)})), "more than 10,000 members"),
+        (lambda p: p.write_bytes(tar_archive({f"f{i}": b"" for i in range(10_001)})), "more than 10,000 members"),
         (lambda p: p.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(64)), "a zstd-compressed file"),
         # truncated inside its first member (incompressible bytes), before /etc/nccl.conf
-        (lambda p: p.write_bytes(_tar({"noise": random.Random(1).randbytes(1 << 20), "etc/nccl.conf": CONF},
+        (lambda p: p.write_bytes(tar_archive({"noise": random.Random(1).randbytes(1 << 20), "etc/nccl.conf": CONF},
                                       "w:gz")[:200_000]), "unreadable"),
     ],
 )

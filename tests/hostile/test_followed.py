@@ -12,9 +12,7 @@ B. Values the stack file states: ``${{inputs.x}}`` of a literal input of the run
 from __future__ import annotations
 
 import copy
-import io
 import json
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import pytest
 import yaml
 
 from amlgpu.cli import main
+from tests.analysis.test_dockerfile import tar_archive
 from tests.conftest import NS, ROOT, dev_config, make_project
 from tests.reliability.test_corpus import RUN
 
@@ -34,16 +33,6 @@ STEP = {"code": "jobs/workloads", "environment": "acpt-pytorch", "resources": {"
         "distribution": {"type": "pytorch"}}
 DISABLED = "`run-infiniband-disabled`"
 UNCLEAR = "`run-infiniband-setting-unclear`"
-
-
-def _tar(files: dict[str, bytes], mode: str = "w") -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode=mode) as archive:
-        for name, content in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            archive.addfile(info, io.BytesIO(content))
-    return buffer.getvalue()
 
 
 # A case: (stack name, jobs, Dockerfile lines added to the build (None: the shipped one), build-context files)
@@ -75,10 +64,10 @@ def _component(default: Any) -> dict[str, Any]:
 NCCL_CONF = b"NCCL_IB_DISABLE=1\n"
 ATTACKS: list[tuple[Case, str]] = [
     # A: Dockerfile constructs BuildKit follows
-    (("add-tar", _run("true"), "ADD conf.tar /\n", {"conf.tar": _tar({"etc/nccl.conf": NCCL_CONF})}),
+    (("add-tar", _run("true"), "ADD conf.tar /\n", {"conf.tar": tar_archive({"etc/nccl.conf": NCCL_CONF})}),
      "NCCL_IB_DISABLE='1' (/etc/nccl.conf (ADD conf.tar at line"),
     (("add-tgz-home", _run("true"), "ADD nccl.tgz /\n",
-      {"nccl.tgz": _tar({"root/.nccl.conf": b"NCCL_NET=Socket\n"}, "w:gz")}),
+      {"nccl.tgz": tar_archive({"root/.nccl.conf": b"NCCL_NET=Socket\n"}, "w:gz")}),
      "member root/.nccl.conf of the archive)) makes NCCL use TCP sockets"),
     (("bash-env-run", _run("true"), "RUN echo 'export NCCL_IB_DISABLE=1' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n", {}),
      "NCCL_IB_DISABLE='1' (/etc/ib.sh (RUN at line"),
@@ -87,7 +76,7 @@ ATTACKS: list[tuple[Case, str]] = [
     # A, a variant the issue does not list: a JSON-form ADD of an xz archive whose member climbs out with ../,
     # which BuildKit keeps inside the destination (/etc/nccl.conf)
     (("add-xz-climbing", _run("true"), 'ADD ["conf.tar.xz", "/etc/"]\n',
-      {"conf.tar.xz": _tar({"../nccl.conf": NCCL_CONF}, "w:xz")}), "member ../nccl.conf of the archive"),
+      {"conf.tar.xz": tar_archive({"../nccl.conf": NCCL_CONF}, "w:xz")}), "member ../nccl.conf of the archive"),
     # B: values the stack file states
     (("run-input", _run("export NCCL_IB_DISABLE=${{inputs.ib}}", inputs={"ib": 1}), None, {}),
      "(${{inputs.ib}} read as '1', the run's input ib)"),
@@ -124,9 +113,9 @@ BENIGN: list[tuple[Case, str | None]] = [
      "(${{search_space.ib}} read as '1', the sweep's choice ib): in the trials that draw it only; with "
      "${{search_space.ib}} '0' InfiniBand stays on"),
     # COPY never unpacks; an archive whose file leaves InfiniBand on; --unpack=false
-    (("copy-tar", _run("true"), "COPY conf.tar /\n", {"conf.tar": _tar({"etc/nccl.conf": NCCL_CONF})}), None),
+    (("copy-tar", _run("true"), "COPY conf.tar /\n", {"conf.tar": tar_archive({"etc/nccl.conf": NCCL_CONF})}), None),
     (("add-tar-benign", _run("true"), "ADD conf.tar /\n",
-      {"conf.tar": _tar({"etc/nccl.conf": b"NCCL_IB_DISABLE=0\nNCCL_DEBUG=INFO\n"})}), None),
+      {"conf.tar": tar_archive({"etc/nccl.conf": b"NCCL_IB_DISABLE=0\nNCCL_DEBUG=INFO\n"})}), None),
     (("bash-env-benign", _run("true"), "RUN echo 'export NCCL_DEBUG=INFO' > /etc/ib.sh\nENV BASH_ENV=/etc/ib.sh\n",
       {}), None),
     # a custom frontend: the image cannot be told (advisory, naming it); Docker's own frontend is judged as written
