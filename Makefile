@@ -89,8 +89,8 @@ test-fast: $(DEV)
 	$(BIN)/pytest -m "not slow" -n $(WORKERS) $(DIST)
 
 ## typecheck: mypy --strict over the program, the CLI and the packages, and over the training scripts
-# (two independent runs, side by side under `make test`: mypy uses one core; the scripts' cache stays out of
-# jobs/workloads/, a code snapshot runs upload and tests copy)
+# (two independent runs, side by side with `make -j2 typecheck` and beside the suite under `make test`: mypy uses
+# one core; the scripts' cache stays out of jobs/workloads/, a code snapshot runs upload and tests copy)
 typecheck: typecheck-program typecheck-workloads
 
 MYPY_PROGRAM := $(BIN)/mypy __main__.py $(PACKAGES)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -35,8 +34,4 @@ def amlgpu(cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout:
     program, cap = (AMLGPU, address_space) if fresh else (forkserver.client(address_space), None)
     return subprocess.run([str(program), *args], cwd=cwd, env=dict(os.environ if env is None else env),
                           capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL,
-                          preexec_fn=None if cap is None else functools.partial(_cap_address_space, cap))
-
-
-def _cap_address_space(limit: int) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+                          preexec_fn=None if cap is None else functools.partial(forkserver.cap_address_space, cap))

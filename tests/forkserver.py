@@ -64,6 +64,11 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(data), fds
 
 
+def cap_address_space(limit: int) -> None:
+    """Cap this process's address space (``RLIMIT_AS``) at ``limit`` bytes: a command's memory bound."""
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _child(request: dict[str, Any], fds: list[int]) -> NoReturn:
     """In the forked child: become ``amlgpu ARGV`` started in ``cwd`` with ``env`` and the caller's streams; never
     returns to the server's loop."""
@@ -74,8 +79,7 @@ def _child(request: dict[str, Any], fds: list[int]) -> NoReturn:
             os.close(fd)
         os.chdir(request["cwd"])
         if request.get("address_space"):  # what the caller's preexec_fn would have capped
-            limit = int(request["address_space"])
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            cap_address_space(int(request["address_space"]))
         os.environ.clear()
         os.environ.update(request["env"])
         tempfile.tempdir = None  # recomputed from the caller's TMPDIR
@@ -111,8 +115,11 @@ def _answer(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> NoR
     # Wait for the command or for the caller to go away (killed on a timeout): then the command goes too, as a
     # process killed with its shell would, instead of running on unseen.
     command = os.pidfd_open(pid)
-    while not select.select([command, conn], [], [])[0].count(command):
-        if not conn.recv(1):
+    while True:
+        ready, _, _ = select.select([command, conn], [], [])
+        if command in ready:
+            break
+        if not conn.recv(1):  # the caller sends nothing after its request: readable means it closed
             os.kill(pid, signal.SIGKILL)
             break
     _, status = os.waitpid(pid, 0)

@@ -308,15 +308,22 @@ def test_timeout_stops_the_run_with_124(project: Path) -> None:
     assert "run-local: timed out after 2s: every process was stopped" in result.stderr
 
 
-def test_ctrl_c_stops_every_process_and_exits_130(project: Path) -> None:
-    proc = subprocess.Popen([str(cli.AMLGPU), "run-local", "sleep", "--stack", "test", "--keep"], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env(project))
+def ctrl_c_once_up(project: Path, *flags: str, env: dict[str, str]) -> tuple[str, str]:
+    """``amlgpu run-local sleep`` (the console script: the signal is the test), interrupted once both ranks are
+    up; its stdout and stderr, after checking it exited 130."""
+    proc = subprocess.Popen([str(cli.AMLGPU), "run-local", "sleep", "--stack", "test", *flags], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     up = [proc.stdout.readline() for _ in range(2)]
     assert all(" up" in line for line in up), up
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=15)
     assert proc.returncode == 130, err
+    return out, err
+
+
+def test_ctrl_c_stops_every_process_and_exits_130(project: Path) -> None:
+    out, err = ctrl_c_once_up(project, "--keep", env=user_env(project))
     assert "run-local: interrupted: every process was stopped" in err
     pids = [int(p.read_text()) for p in (workdir(subprocess.CompletedProcess([], 0, out, err)) / "outputs" / "pids"
                                           ).glob("*.pid")]
@@ -418,15 +425,7 @@ def test_keep_keeps_the_work_folder_and_says_where(project: Path, tmp_path: Path
 
 def test_ctrl_c_removes_the_work_folder_too(project: Path, tmp_path: Path) -> None:
     scratch = _scratch(tmp_path)
-    proc = subprocess.Popen([str(cli.AMLGPU), "run-local", "sleep", "--stack", "test"], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=user_env(project, TMPDIR=str(scratch)))
-    assert proc.stdout is not None
-    up = [proc.stdout.readline() for _ in range(2)]
-    assert all(" up" in line for line in up), up
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=15)
-    assert proc.returncode == 130, err
+    ctrl_c_once_up(project, env=user_env(project, TMPDIR=str(scratch)))
     assert list(scratch.iterdir()) == []
 
 
