@@ -371,7 +371,8 @@ def test_submit_sends_the_planned_job_through_azure_ml_and_follows_it_to_complet
     assert sent["distribution"] == {"distributionType": "PyTorch", "processCountPerInstance": 8}
     assert sent["resources"] == {"instanceCount": 2, "properties": {}, "shmSize": "32g"}
     assert sent["limits"] == {"jobLimitsType": "Command", "timeout": "PT1H"}
-    assert sent["inputs"] == {"epochs": {"jobInputType": "literal", "value": "8"}}
+    assert sent["inputs"] == {"epochs": {"jobInputType": "literal", "value": "8"},
+                              "samples": {"jobInputType": "literal", "value": "262144"}}
     assert sent["outputs"] == {"checkpoints": {"jobOutputType": "uri_folder", "mode": "ReadWriteMount"}}
     assert sent["environmentVariables"] == planned["environment_variables"]
 
