@@ -25,6 +25,13 @@ from tests import forkserver
 AMLGPU = Path(sys.executable).with_name("amlgpu")
 """The console script of the interpreter running the tests (the project's .venv under ``make test``)."""
 
+ONE_GIB = 1 << 30
+"""An address-space cap for a command that reads hostile input: an interpreter with pydantic maps a few hundred
+MB."""
+TWO_GIB = 2 << 30
+"""The cap for a whole plan of hostile input, which starts threads and the Pulumi engine (a Dockerfile attack
+needed 4.3 GB)."""
+
 
 def amlgpu(cwd: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 300,
            fresh: bool = False, address_space: int | None = None) -> subprocess.CompletedProcess[str]:

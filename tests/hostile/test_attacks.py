@@ -576,10 +576,6 @@ YAML_ATTACKS = [
 ]
 
 
-ONE_GIB = 1 << 30
-"""An address-space cap for a command's process: an interpreter with pydantic maps a few hundred MB."""
-
-
 def _stack_naming(project: Path, where: str) -> None:
     stack_file = project / "Pulumi.case.yaml"
     document = yaml.safe_load(stack_file.read_text())
@@ -609,7 +605,7 @@ def test_every_yaml_the_stack_names_is_read_within_bounds(tmp_path: Path, capsys
     (project / "environments" / "evil.yml").write_bytes(data)
     _stack_naming(project, where)
     if attack == "an alias bomb":
-        done = cli.amlgpu(project, "plan", "--stack", "case", timeout=120, address_space=ONE_GIB)
+        done = cli.amlgpu(project, "plan", "--stack", "case", timeout=120, address_space=cli.ONE_GIB)
         outcome = Outcome(done.returncode, done.stdout, done.stderr)
     else:
         outcome = plan_in_process(project, capsys, stack="case")
@@ -651,7 +647,7 @@ IMPORT_ATTACKS = [
 def test_import_of_hostile_files_is_bounded(tmp_path: Path, attack: str, name: str, content: str, says: str) -> None:
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     (tmp_path / name).write_text(content)
-    done = cli.amlgpu(tmp_path, "import", name, timeout=120, address_space=ONE_GIB)
+    done = cli.amlgpu(tmp_path, "import", name, timeout=120, address_space=cli.ONE_GIB)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
@@ -826,10 +822,6 @@ DOCKERFILE_ATTACKS = [
 ]
 
 
-TWO_GIB = 2 << 30
-"""The cap for a whole plan, which starts threads and the Pulumi engine; the attack needed 4.3 GB."""
-
-
 @pytest.mark.slow  # the console script plans a stack under an address-space cap: about 6 CPU s each
 @pytest.mark.parametrize(("attack", "lines", "says"), DOCKERFILE_ATTACKS, ids=[a[0] for a in DOCKERFILE_ATTACKS])
 def test_a_hostile_dockerfile_is_planned_within_bounds(tmp_path: Path, attack: str, lines: str, says: str) -> None:
@@ -842,7 +834,7 @@ def test_a_hostile_dockerfile_is_planned_within_bounds(tmp_path: Path, attack: s
     project = make_project(tmp_path / "project", dev_config(), stack="case")
     dockerfile = project / "environments" / "tensorflow" / "Dockerfile"
     dockerfile.write_text(dockerfile.read_text() + "\n" + lines)
-    done = cli.amlgpu(project, "plan", "--stack", "case", address_space=TWO_GIB)
+    done = cli.amlgpu(project, "plan", "--stack", "case", address_space=cli.TWO_GIB)
     outcome = Outcome(done.returncode, done.stdout, done.stderr)
     assert outcome.code in (0, 1), outcome.err[-2000:]
     assert "Traceback" not in outcome.out + outcome.err

@@ -95,7 +95,7 @@ def test_the_console_script_refuses_the_bomb_at_once_in_bounded_memory(tmp_path:
     """The 10-line file that ran past 120 s and 10 GB: exit 2, one line, under a 1 GiB address-space cap."""
     project = make_project(tmp_path / "project", good_config(), stack=STACK)
     (project / STACK_FILE).write_text(_nested_anchors(8))
-    done = cli.amlgpu(project, "plan", "--stack", STACK, timeout=120, fresh=True, address_space=1 << 30)
+    done = cli.amlgpu(project, "plan", "--stack", STACK, timeout=120, fresh=True, address_space=cli.ONE_GIB)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         f"error: {STACK_FILE}: line 8: expands to more than 500,000 values (aliases counted in full), the limit "
